@@ -1,0 +1,82 @@
+# Two commands do everything from a clean clone:
+#   make run   - set up, then run the operator against $KUBECONFIG, or the local testbed
+#   make test  - set up, then lint, type-check and run every test (unit + testbed end-to-end)
+# Heavy artefacts (Go builds, the Ansible collection wheel, pip's cache) live outside the
+# repository, under $(CACHE_HOME), so a second clone on the same machine reuses them.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
+export TESTBED_CACHE ?= $(CACHE_HOME)/ansible-operator-testbed
+export COLLECTIONS_CACHE ?= $(CACHE_HOME)/ansible-operator-collections
+PYTEST_ARGS ?=
+
+VENV_STAMP := $(VENV)/.installed
+COLLECTIONS_STAMP := $(VENV)/.collections
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(VENV_STAMP): pyproject.toml requirements/constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c requirements/constraints.txt --config-settings editable_mode=compat -e '.[dev]'
+	@# compat mode puts only the repo root on sys.path; the package lives in operator/
+	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "ansible_operator_src.pth").write_text("$(CURDIR)/operator\n")'
+	@touch $@
+
+$(COLLECTIONS_STAMP): $(VENV_STAMP) scripts/install_collections.py requirements/collections.txt
+	$(BIN)/python scripts/install_collections.py --lock requirements/collections.txt --cache "$(COLLECTIONS_CACHE)"
+	@touch $@
+
+.PHONY: venv
+venv: $(COLLECTIONS_STAMP) ## create .venv with pinned dependencies and the kubernetes.core collection
+
+.PHONY: testbed-build
+testbed-build: ## build (or reuse) etcd, kube-apiserver, kcm, scheduler, kubectl and kwok
+	@testbed/build.sh all >/dev/null
+
+.PHONY: testbed-up
+testbed-up: venv testbed-build ## start the local control plane; kubeconfig in .testbed/kubeconfig
+	$(BIN)/testbed up
+
+.PHONY: testbed-down
+testbed-down: ## stop the processes testbed-up started and remove their state
+	@if [ -x $(BIN)/testbed ]; then $(BIN)/testbed down; else echo "no .venv: nothing to stop"; fi
+
+.PHONY: testbed-status
+testbed-status: venv ## say what the testbed runs
+	$(BIN)/testbed status
+
+.PHONY: lint
+lint: venv ## ruff lint + format check, mypy --strict
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+.PHONY: fmt
+fmt: venv ## apply ruff formatting and safe fixes
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+.PHONY: test
+test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-end tests on the testbed
+	PATH="$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
+
+.PHONY: run
+run: venv ## run the operator against $$KUBECONFIG, or the local testbed when it is unset
+	@if [ -z "$${KUBECONFIG:-}" ]; then \
+	  $(MAKE) --no-print-directory testbed-up; \
+	  export KUBECONFIG="$(CURDIR)/.testbed/kubeconfig"; \
+	fi; \
+	PATH="$(BIN):$$PATH" scripts/run.sh
+
+.PHONY: clean
+clean: testbed-down ## remove .venv and local state (caches outside the repo are kept)
+	rm -rf $(VENV) .testbed .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,21 @@
+"""ansible_operator: run Ansible roles and playbooks for Kubernetes custom resources.
+
+A drop-in replacement for the Operator SDK's Go `ansible-operator` (v1.42):
+the same `watches.yaml`, extra vars, status conditions, annotations, flags and
+environment variables, so roles written for it run unchanged.
+
+Layers, top to bottom (a module imports only from layers below it):
+
+    cli            the `ansible-operator` command: run, validate, version
+    controller     watching (kopf), queueing, reconciling, finalizers, leader election
+    runner | status | proxy
+                   one Ansible run; status conditions; the API endpoint roles talk to
+    kube           the Kubernetes API client and its helpers
+    observability  logging, metrics, health probes, Kubernetes Events
+    config         watches.yaml, flags, environment; every default lives in config.defaults
+    errors         the exception hierarchy
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

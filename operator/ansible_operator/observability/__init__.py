@@ -1,0 +1,1 @@
+"""observability: see the package docstring of ansible_operator for where this layer sits."""

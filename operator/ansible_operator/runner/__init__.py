@@ -1,0 +1,1 @@
+"""runner: see the package docstring of ansible_operator for where this layer sits."""

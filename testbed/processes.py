@@ -1,0 +1,110 @@
+"""Start, check and stop the testbed's component processes.
+
+Called by `control_plane.ControlPlane`. Each component runs in its own session
+(so its own process group), logs to a file, and is recorded as a `Process`
+with its pid and command line. Stopping signals the whole group, and only
+after checking that the pid still runs the command we started: a pid reused by
+an unrelated process after a crash is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Process:
+    name: str
+    pid: int
+    argv: tuple[str, ...]
+    log: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Process:
+        return cls(
+            name=str(data["name"]),
+            pid=int(data["pid"]),
+            argv=tuple(str(a) for a in data["argv"]),
+            log=str(data["log"]),
+        )
+
+
+def spawn(
+    name: str, argv: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None
+) -> Process:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        child = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            env=dict(env) if env is not None else None,
+        )
+    return Process(name=name, pid=child.pid, argv=tuple(argv), log=str(log))
+
+
+def _reap(pid: int) -> None:
+    # A child of this very process stays a zombie until waited for.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def is_running(proc: Process) -> bool:
+    """True if `proc.pid` is alive (not a zombie) and still runs `proc.argv[0]`."""
+    _reap(proc.pid)
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    if state in {"Z", "X"}:
+        return False
+    return cmdline.split(b"\0", 1)[0].decode(errors="replace") == proc.argv[0]
+
+
+def rss_bytes(proc: Process) -> int:
+    """Resident memory of the process, 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return 0
+    return 0
+
+
+def stop(proc: Process, *, grace: float) -> None:
+    """SIGTERM the process group, wait up to `grace` seconds, then SIGKILL."""
+    if not is_running(proc):
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not is_running(proc):
+                return
+            time.sleep(0.05)
+
+
+def tail(path: str | Path, lines: int = 30) -> str:
+    try:
+        content = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(content[-lines:])

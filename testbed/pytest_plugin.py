@@ -1,0 +1,67 @@
+"""pytest fixtures that give tests a real Kubernetes API server.
+
+Loaded from `tests/conftest.py`. By default the session uses the local testbed:
+it reuses one that `make testbed-up` started (and leaves it running), or
+starts one and stops it when the session ends. Set `TESTBED_KUBECONFIG` to a
+kubeconfig to run the same tests against another cluster (kind, a real one);
+the testbed is then not touched. Tests isolate themselves with the
+`namespace` fixture: a fresh namespace per test, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.control_plane import ControlPlane
+
+
+@pytest.fixture(scope="session")
+def kubeconfig_path() -> Iterator[Path]:
+    external = os.environ.get("TESTBED_KUBECONFIG")
+    if external:
+        yield Path(external)
+        return
+    plane = ControlPlane()
+    report = plane.up()
+    try:
+        yield report.kubeconfig
+    finally:
+        if not report.already_running and not os.environ.get("TESTBED_KEEP"):
+            plane.down()
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig_path: Path) -> object:
+    from kubernetes import client, config  # noqa: PLC0415 - only tests that need a cluster pay for it
+
+    api: object = config.new_client_from_config(config_file=str(kubeconfig_path))  # type: ignore[no-untyped-call]
+    assert isinstance(api, client.ApiClient)
+    return api
+
+
+def _namespace_name(node_name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", node_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def namespace(api_client: object, request: pytest.FixtureRequest) -> Iterator[str]:
+    from kubernetes import client  # noqa: PLC0415
+
+    core = client.CoreV1Api(api_client)
+    name = _namespace_name(request.node.name)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    try:
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name, propagation_policy="Background")
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
