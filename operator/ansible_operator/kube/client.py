@@ -1,0 +1,214 @@
+"""The operator's own Kubernetes API access: JSON requests, discovery, errors with meaning.
+
+The controller (reconciler, finalizers, status writes) and observability's
+Event recorder use this from worker threads; kopf has its own asyncio client
+for watching. Requests go through the `kubernetes` package's ApiClient (auth,
+TLS, proxies) but bodies stay plain dicts: custom resources have no generated
+models, and a round-trip through models would drop unknown fields.
+
+Errors: 404 → NotFound, 409 → Conflict, 5xx / 429 / connection failures →
+KubeUnavailable (retry later), any other 4xx → ApiError (permanent for this
+input). Each carries the HTTP status and the API server's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import urllib3
+from kubernetes import client, config
+
+from ansible_operator.errors import KubeUnavailable, Permanent
+
+JSON = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+class ApiError(Permanent):
+    """The API server rejected the request; retrying the same request cannot help."""
+
+    def __init__(self, status: int, message: str, *, reason: str = "") -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class NotFound(ApiError):
+    """The object (or its kind) does not exist."""
+
+
+class Conflict(ApiError):
+    """The object changed since it was read (resourceVersion mismatch) or already exists."""
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """What discovery says about one kind: enough to build request paths."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    has_status: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, *, namespace: str = "", name: str = "", subresource: str = "") -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{urllib.parse.quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{urllib.parse.quote(name)}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """An ApiClient for `kubeconfig`, else $KUBECONFIG, in-cluster, or ~/.kube/config."""
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return client.ApiClient(configuration)
+    path = path or str(Path.home() / ".kube" / "config")
+    api: client.ApiClient = config.new_client_from_config(config_file=path)  # type: ignore[no-untyped-call]
+    return api
+
+
+def _error(status: int, payload: bytes) -> ApiError | KubeUnavailable:
+    try:
+        body = json.loads(payload)
+        message = str(body.get("message", "")) or payload.decode(errors="replace")
+        reason = str(body.get("reason", ""))
+    except (ValueError, AttributeError):
+        message, reason = payload.decode(errors="replace")[:500], ""
+    if status == 404:
+        return NotFound(status, message, reason=reason)
+    if status == 409:
+        return Conflict(status, message, reason=reason)
+    if status == 429 or status >= 500:
+        return KubeUnavailable(f"HTTP {status}: {message}")
+    return ApiError(status, message, reason=reason)
+
+
+class Kube:
+    """Thread-safe JSON access to one API server."""
+
+    def __init__(self, api_client: client.ApiClient, *, timeout: float = 30.0) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+        self._discovery: dict[str, list[JSON]] = {}
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        serialized = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(*serialized, _request_timeout=self.timeout)
+            payload = cast(bytes, response.read())  # type: ignore[no-untyped-call]
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise KubeUnavailable(f"{method} {path}: {err}") from err
+        except client.ApiException as err:  # raised by some transports for non-2xx
+            raise _error(int(err.status or 0), (err.body or "").encode()) from err
+        if not 200 <= response.status <= 299:
+            raise _error(response.status, payload)
+        return json.loads(payload) if payload else None
+
+    # -- discovery -------------------------------------------------------------
+
+    def _resources(self, group: str, version: str, *, refresh: bool) -> list[JSON]:
+        key = f"{group}/{version}"
+        with self._lock:
+            cached = self._discovery.get(key)
+        if cached is not None and not refresh:
+            return cached
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            found = list(self.request("GET", path).get("resources", []))
+        except NotFound:
+            found = []
+        with self._lock:
+            self._discovery[key] = found
+        return found
+
+    def resource(self, *, group: str, version: str, kind: str) -> ResourceInfo:
+        """Discovery for one kind, cached; re-read once on a miss (CRDs created later)."""
+        for refresh in (False, True):
+            entries = self._resources(group, version, refresh=refresh)
+            names = {str(e.get("name")) for e in entries}
+            for entry in entries:
+                if entry.get("kind") == kind and "/" not in str(entry.get("name")):
+                    plural = str(entry["name"])
+                    return ResourceInfo(
+                        group=group,
+                        version=version,
+                        kind=kind,
+                        plural=plural,
+                        namespaced=bool(entry.get("namespaced")),
+                        has_status=f"{plural}/status" in names,
+                    )
+        gv = f"{group}/{version}" if group else version
+        raise NotFound(404, f"the server does not serve kind {kind} in {gv}")
+
+    # -- objects ---------------------------------------------------------------
+
+    def get(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON:
+        return cast(JSON, self.request("GET", res.path(namespace=namespace, name=name)))
+
+    def get_or_none(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON | None:
+        try:
+            return self.get(res, namespace=namespace, name=name)
+        except NotFound:
+            return None
+
+    def replace_status(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON:
+        meta = obj["metadata"]
+        namespace = meta.get("namespace", "")
+        path = res.path(namespace=namespace, name=meta["name"], subresource="status")
+        return cast(JSON, self.request("PUT", path, body=dict(obj)))
+
+    def patch(
+        self,
+        res: ResourceInfo,
+        *,
+        namespace: str,
+        name: str,
+        body: Any,
+        content_type: str = MERGE_PATCH,
+        subresource: str = "",
+    ) -> JSON:
+        path = res.path(namespace=namespace, name=name, subresource=subresource)
+        return cast(JSON, self.request("PATCH", path, body=body, content_type=content_type))
+
+    def create(self, res: ResourceInfo, *, namespace: str, body: Mapping[str, Any]) -> JSON:
+        return cast(JSON, self.request("POST", res.path(namespace=namespace), body=dict(body)))
