@@ -1,1 +1,58 @@
-"""observability: see the package docstring of ansible_operator for where this layer sits."""
+"""observability: what the operator tells people about itself and the resources it manages.
+
+The `run` command sets it up before anything is watched: `setup_logging` from
+the zap flags, an `OperatorMetrics` served by a `MetricsServer` on
+`--metrics-bind-address`, a `HealthServer` on `--health-probe-bind-address`,
+and an `EventRecorder` on the API client. The controller then reports into
+them: the reconciler logs through `object_logger`, reports reconciles and
+Ansible runs to `OperatorMetrics`, and records Kubernetes Events; the work
+queue reports through `OperatorMetrics` as its `QueueObserver`.
+
+    logging   zap-compatible JSON/console lines on stderr, per-object fields
+    metrics   the Go operator's Prometheus metrics (same names) plus run durations
+    health    /healthz and /readyz, and the HTTP plumbing both servers share
+    events    core/v1 Events about CRs: non-blocking, aggregated, rate-limited
+
+Nothing here runs on kopf's asyncio loop: servers and the Event poster are
+daemon threads, so a busy loop never delays a probe or a scrape.
+docs/observability.md is the user-facing description.
+"""
+
+from ansible_operator.observability.events import (
+    EventRecorder,
+    EventType,
+    ObjectRef,
+    RecorderStats,
+)
+from ansible_operator.observability.health import BindError, HealthServer
+from ansible_operator.observability.logging import (
+    ObjectLogger,
+    object_logger,
+    parse_log_level,
+    setup_logging,
+)
+from ansible_operator.observability.metrics import (
+    MetricsServer,
+    OperatorMetrics,
+    ReconcileOutcome,
+    RunOutcome,
+    format_gvk,
+)
+
+__all__ = [
+    "BindError",
+    "EventRecorder",
+    "EventType",
+    "HealthServer",
+    "MetricsServer",
+    "ObjectLogger",
+    "ObjectRef",
+    "OperatorMetrics",
+    "ReconcileOutcome",
+    "RecorderStats",
+    "RunOutcome",
+    "format_gvk",
+    "object_logger",
+    "parse_log_level",
+    "setup_logging",
+]
