@@ -1,0 +1,112 @@
+"""Every default of the operator, in one place.
+
+Read by :mod:`ansible_operator.config.watches` when it fills in keys a
+watches.yaml entry leaves out, and by the `ansible-operator run` / `validate`
+argument parsers (cli) for the defaults of their flags. Nothing else in the
+package may hard-code one of these values: change a default here and
+everything follows.
+
+The values are those of the Go `ansible-operator` v1.42 unless a comment says
+we differ on purpose (docs/watches.md lists each difference and why).
+Durations are float seconds, as everywhere else in the package.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _visible_cpus() -> int:
+    # Go's runtime.NumCPU counts the CPUs this process may run on (its
+    # affinity mask), not the CPUs of the machine; sched_getaffinity gives the
+    # same number where it exists. os.cpu_count() is the fallback elsewhere.
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+# --- watches.yaml keys -------------------------------------------------------
+
+# `ansible-runner --rotate-artifacts N`; a literal 0 in the file also means this.
+MAX_RUNNER_ARTIFACTS = 20
+# The operator writes the Running/Successful/Failure conditions itself.
+MANAGE_STATUS = True
+# Objects the role creates through the proxy are watched and trigger reconciles.
+WATCH_DEPENDENT_RESOURCES = True
+# Cluster-scoped dependents are not watched unless asked for.
+WATCH_CLUSTER_SCOPED_RESOURCES = False
+# CR spec keys are converted to snake_case before they become extra vars.
+SNAKE_CASE_PARAMETERS = True
+# Annotation-only changes of the CR do not trigger a reconcile.
+WATCH_ANNOTATIONS_CHANGES = False
+# DIFFERENT FROM THE GO OPERATOR (its default is false): CR values reach
+# Ansible marked unsafe, so text such as "{{ lookup('pipe', 'id') }}" written by
+# whoever can edit a CR is never templated. An entry opts out with
+# `markUnsafe: false`.
+MARK_UNSAFE = True
+# A watch's reconcilePeriod of 0 (or none) means "use --reconcile-period".
+WATCH_RECONCILE_PERIOD = 0.0
+# Bounds of ANSIBLE_VERBOSITY_<KIND>_<GROUP>; outside them the flag value is used.
+ANSIBLE_VERBOSITY_MIN = 0
+ANSIBLE_VERBOSITY_MAX = 7
+
+# Where `role: ns.coll.role` is looked for when ANSIBLE_COLLECTIONS_PATH is
+# unset or empty: the system directory, then this directory under $HOME.
+SYSTEM_COLLECTIONS_PATH = "/usr/share/ansible/collections"
+HOME_COLLECTIONS_SUBDIR = ".ansible/collections"
+
+# --- `ansible-operator run` flags --------------------------------------------
+
+# --watches-file, relative to the working directory (/opt/ansible in the image).
+WATCHES_FILE = "./watches.yaml"
+# --reconcile-period: 10h between successful reconciles of an unchanged CR.
+RECONCILE_PERIOD = 10 * 3600.0
+# --max-concurrent-reconciles: per watched kind, like Go's runtime.NumCPU().
+MAX_CONCURRENT_RECONCILES = _visible_cpus()
+# --max-concurrent-reconciles-total (ours; the Go operator has no global cap):
+# bounds the Ansible runs alive at once across all kinds, so N kinds cannot
+# fork N x CPUs ansible-runner process trees.
+MAX_CONCURRENT_RECONCILES_TOTAL = 2 * MAX_CONCURRENT_RECONCILES
+# --ansible-verbosity: 2 is `-vv`.
+ANSIBLE_VERBOSITY = 2
+# --ansible-log-events: which Ansible events are logged (tasks/everything/nothing).
+ANSIBLE_LOG_EVENTS = "tasks"
+# --ansible-args: extra ansible-playbook arguments, none by default.
+ANSIBLE_ARGS = ""
+# --ansible-roles-path / --ansible-collections-path: empty leaves the
+# environment variables ANSIBLE_ROLES_PATH / ANSIBLE_COLLECTIONS_PATH as they are.
+ANSIBLE_ROLES_PATH = ""
+ANSIBLE_COLLECTIONS_PATH = ""
+# --inject-owner-ref: objects created through the proxy get an ownerReference.
+INJECT_OWNER_REF = True
+# --metrics-bind-address; "0" disables the metrics server.
+METRICS_BIND_ADDRESS = ":8443"
+# --metrics-secure / --metrics-require-rbac / --enable-http2: all off.
+METRICS_SECURE = False
+METRICS_REQUIRE_RBAC = False
+ENABLE_HTTP2 = False
+# --health-probe-bind-address: /healthz and /readyz.
+HEALTH_PROBE_BIND_ADDRESS = ":6789"
+# --proxy-port: the local API proxy the roles' kubeconfig points at.
+PROXY_PORT = 8888
+# --leader-elect and its identity; off unless the Deployment asks for it.
+LEADER_ELECT = False
+LEADER_ELECTION_ID = ""
+LEADER_ELECTION_NAMESPACE = ""
+# Lease timings, as controller-runtime's defaults.
+LEADER_ELECT_LEASE_DURATION = 15.0
+LEADER_ELECT_RENEW_DEADLINE = 10.0
+LEADER_ELECT_RETRY_PERIOD = 2.0
+# --graceful-shutdown-timeout: how long running work may take to stop.
+GRACEFUL_SHUTDOWN_TIMEOUT = 30.0
+# --ansible-run-timeout (ours): seconds one Ansible run may take; 0 means no
+# limit, which is what the Go operator has.
+ANSIBLE_RUN_TIMEOUT = 0.0
+# Root of the per-CR ansible-runner input directories.
+RUNNER_DIR_ROOT = "/tmp/ansible-operator/runner"  # noqa: S108 - the Go operator's path, kept
+# Backoff after a failed reconcile: base * 2^(failures - 1), capped. The Go
+# operator starts at 5 ms, which re-runs a failing playbook several times
+# within a second; an Ansible run costs seconds, so we start at 1 s and keep
+# its cap of 1000 s.
+RETRY_BACKOFF_BASE = 1.0
+RETRY_BACKOFF_MAX = 1000.0
