@@ -9,11 +9,18 @@ operator (controller layer).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from importlib import metadata
 
 from ansible_operator import __version__
+from ansible_operator.config import defaults
+from ansible_operator.config.options import add_run_arguments, options_from_args
+from ansible_operator.config.watches import load_watches, summarize
+from ansible_operator.controller import manager
+from ansible_operator.errors import ConfigError
+from ansible_operator.observability.logging import setup_logging
 
 
 def _dist_version(name: str) -> str:
@@ -42,12 +49,55 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the versions of the operator and its engines")
+    validate = sub.add_parser("validate", help="load and check watches.yaml, then summarize it")
+    validate.add_argument("--watches-file", default=defaults.WATCHES_FILE)
+    run = sub.add_parser("run", help="run the operator")
+    add_run_arguments(run)
     return parser
 
 
+def _validate(watches_file: str) -> int:
+    try:
+        watches = load_watches(
+            watches_file,
+            max_concurrent_reconciles_default=defaults.MAX_CONCURRENT_RECONCILES,
+            ansible_verbosity_default=defaults.ANSIBLE_VERBOSITY,
+        )
+    except ConfigError as err:
+        print(f"invalid: {err}", file=sys.stderr)
+        return 1
+    for watch in watches:
+        print(summarize(watch))
+    print(f"{watches_file}: {len(watches)} watch(es), valid")
+    return 0
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    try:
+        options = options_from_args(args, argv)
+        setup_logging(
+            encoder=options.zap_encoder,
+            level=options.zap_log_level,
+            stacktrace_level=options.zap_stacktrace_level,
+            time_encoding=options.zap_time_encoding,
+            devel=options.zap_devel,
+        )
+    except (ConfigError, ValueError) as err:
+        print(f"ansible-operator: {err}", file=sys.stderr)
+        return 1
+    for flag in options.ignored:
+        logging.getLogger("ansible_operator.cli").warning(
+            "flag %s is accepted for compatibility and has no effect here", flag
+        )
+    return manager.run(options)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(arguments)
     if args.command == "version":
         print(version_text())
         return 0
-    return 2
+    if args.command == "validate":
+        return _validate(args.watches_file)
+    return _run(args, arguments)

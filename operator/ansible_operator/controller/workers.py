@@ -115,7 +115,7 @@ class WorkerPool:
                 self._apply(key, self._call(key))
             except Exception:
                 # Only the queue calls are left to fail here; keep the worker.
-                _log.exception("Requeueing %s failed", key)
+                _log.exception("Requeueing %s failed", str(key))
             finally:
                 with self._lock:
                     self._busy -= 1
@@ -126,13 +126,13 @@ class WorkerPool:
             return self._handler(key)
         except Exception as err:
             # A bug in the reconciler must not kill the worker or lose the key.
-            _log.exception("Reconcile of %s raised an exception", key)
+            _log.exception("Reconcile of %s raised an exception", str(key))
             return Outcome(error=err)
 
     def _apply(self, key: Key, outcome: Outcome) -> None:
         if outcome.error is not None:
             delay = self._queue.add_rate_limited(key)
-            _log.debug("Retrying %s in %.3fs after: %s", key, delay, outcome.error)
+            _log.debug("Retrying %s in %.3fs after: %s", str(key), delay, str(outcome.error))
             return
         self._queue.forget(key)
         if outcome.forget:

@@ -1,0 +1,55 @@
+"""Add and remove the watch's finalizer on a custom resource.
+
+Called by the reconciler: before the first run of a CR whose watch names a
+finalizer, and after a successful finalizer run on deletion. JSON patches with
+a `test` of the resourceVersion: another controller's finalizer edits are never
+clobbered, and a concurrent change surfaces as a Conflict that the reconciler
+retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_operator.kube.client import JSON_PATCH, Kube, ResourceInfo
+
+
+def has(obj: Mapping[str, Any], name: str) -> bool:
+    return name in ((obj.get("metadata") or {}).get("finalizers") or [])
+
+
+def add(kube: Kube, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+    meta = obj["metadata"]
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
+    ]
+    if meta.get("finalizers"):
+        ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": name})
+    else:
+        ops.append({"op": "add", "path": "/metadata/finalizers", "value": [name]})
+    return kube.patch(
+        res,
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        body=ops,
+        content_type=JSON_PATCH,
+    )
+
+
+def remove(kube: Kube, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+    meta = obj["metadata"]
+    present = list(meta.get("finalizers") or [])
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
+    ]
+    # Remove from the end so earlier indexes stay valid.
+    for index in reversed([i for i, f in enumerate(present) if f == name]):
+        ops.append({"op": "remove", "path": f"/metadata/finalizers/{index}"})
+    return kube.patch(
+        res,
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        body=ops,
+        content_type=JSON_PATCH,
+    )

@@ -1,0 +1,316 @@
+"""`ansible-operator run`: wire watches.yaml, kopf, the work queue, reconcilers and servers.
+
+Called by the cli module with parsed `RunOptions`. Start-up order: logging,
+watches.yaml (a bad file exits 1 before anything is watched), the Kubernetes
+client, health and metrics servers (a port in use exits 1), leader election
+(when enabled: nothing is reconciled until this replica leads), then the
+worker pool and kopf. kopf runs in the main thread's event loop and owns
+SIGTERM/SIGINT; when it returns, the pool stops taking work, running Ansible
+gets `--graceful-shutdown-timeout` to finish, then is cancelled (its process
+group killed), and the process exits 0. Losing the leader lease exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from ansible_operator import __version__
+from ansible_operator.config import defaults
+from ansible_operator.config.options import RunOptions
+from ansible_operator.config.watches import Watch, load_watches
+from ansible_operator.controller.leader import ElectionConfig, LeaderElector, default_identity
+from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
+from ansible_operator.controller.watching import PrimaryWatch, controller_name, register
+from ansible_operator.controller.workers import Outcome, WorkerPool
+from ansible_operator.errors import ConfigError
+from ansible_operator.kube.client import Kube, load_api_client
+from ansible_operator.observability.events import EventRecorder
+from ansible_operator.observability.health import HealthServer
+from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
+from ansible_operator.runner.ansible import AnsibleRunner
+
+log = logging.getLogger("ansible_operator.manager")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class MetricsHooks:
+    """Adapts the reconciler's reports to the Prometheus metrics."""
+
+    def __init__(self, metrics: OperatorMetrics) -> None:
+        self.metrics = metrics
+
+    @staticmethod
+    def _gvk(watch: Watch) -> str:
+        return format_gvk(group=watch.gvk.group, version=watch.gvk.version, kind=watch.gvk.kind)
+
+    def run_finished(self, *, watch: Watch, outcome: str, seconds: float) -> None:
+        gvk = self._gvk(watch)
+        self.metrics.run_finished(gvk=gvk, outcome=outcome, seconds=seconds)  # type: ignore[arg-type]
+        if outcome != "canceled":
+            self.metrics.reconcile_result(gvk=gvk, succeeded=outcome == "successful")
+
+    def reconciled(self, *, watch: Watch, result: str, seconds: float) -> None:
+        self.metrics.reconcile_finished(
+            controller=controller_name(watch),
+            result=result,  # type: ignore[arg-type]
+            seconds=seconds,
+        )
+
+    def object_seen(self, watch: Watch, event_type: str, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        labels = {
+            "name": str(meta.get("name", "")),
+            "namespace": str(meta.get("namespace", "")),
+            "group": watch.gvk.group,
+            "version": watch.gvk.version,
+            "kind": watch.gvk.kind,
+        }
+        if event_type == "DELETED":
+            self.metrics.resource_deleted(**labels)
+            return
+        created = str(meta.get("creationTimestamp") or "")
+        try:
+            stamp = datetime.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return
+        self.metrics.resource_created(**labels, created_at=stamp)
+
+
+def _apply_ansible_paths(options: RunOptions) -> None:
+    # As in the Go operator, the flags are the same knob as the env vars: they
+    # overwrite them before watches.yaml is resolved, and roles inherit them.
+    if options.ansible_roles_path:
+        os.environ["ANSIBLE_ROLES_PATH"] = options.ansible_roles_path
+        log.info("Set the environment variable ANSIBLE_ROLES_PATH=%s", options.ansible_roles_path)
+    if options.ansible_collections_path:
+        os.environ["ANSIBLE_COLLECTIONS_PATH"] = options.ansible_collections_path
+        log.info(
+            "Set the environment variable ANSIBLE_COLLECTIONS_PATH=%s",
+            options.ansible_collections_path,
+        )
+
+
+def _election_namespace(options: RunOptions) -> str:
+    if options.leader_election_namespace:
+        return options.leader_election_namespace
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        raise ConfigError(
+            "unable to find leader election namespace: not running in-cluster, "
+            "please specify --leader-election-namespace"
+        ) from None
+
+
+class Manager:
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.exit_code = 0
+        self.stop_flag = threading.Event()
+        self.cancel_runs = threading.Event()
+        self.ready = threading.Event()
+        self.metrics = OperatorMetrics()
+        self.hooks = MetricsHooks(self.metrics)
+
+    # -- set-up ------------------------------------------------------------------
+
+    def _load(self) -> list[Watch]:
+        _apply_ansible_paths(self.options)
+        watches = load_watches(
+            self.options.watches_file,
+            max_concurrent_reconciles_default=self.options.max_concurrent_reconciles,
+            ansible_verbosity_default=self.options.ansible_verbosity,
+        )
+        for watch in watches:
+            log.info("Watching resource %s", str(watch.gvk))
+        if self.options.namespaces:
+            log.info("Watching namespaces %s", ",".join(self.options.namespaces))
+        else:
+            log.info("Watching all namespaces")
+        return watches
+
+    def _reconcilers(
+        self, watches: list[Watch], kube: Kube, events: EventRecorder, queue: WorkQueue
+    ) -> dict[str, Reconciler]:
+        runner = AnsibleRunner(root=Path(self.options.runner_dir))
+        kubeconfig = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        settings = ReconcileSettings(
+            reconcile_period=self.options.reconcile_period,
+            ansible_args=self.options.ansible_args,
+            ansible_log_events=self.options.ansible_log_events,
+            runner_root=Path(self.options.runner_dir),
+            run_timeout=self.options.ansible_run_timeout or None,
+            run_kubeconfig=Path(kubeconfig).resolve() if kubeconfig else None,
+        )
+        reconcilers = {}
+        for watch in watches:
+            name = controller_name(watch)
+            queue.set_limit(name, watch.max_concurrent_reconciles)
+            self.metrics.register_controller(
+                controller=name,
+                gvk=MetricsHooks._gvk(watch),
+                max_concurrent_reconciles=watch.max_concurrent_reconciles,
+            )
+            reconcilers[name] = Reconciler(
+                watch=watch,
+                kube=kube,
+                runner=runner,
+                settings=settings,
+                events=events,
+                hooks=self.hooks,
+                cancel=self.cancel_runs,
+            )
+        return reconcilers
+
+    def _elect(self, kube: Kube) -> LeaderElector | None:
+        opts = self.options
+        if not opts.leader_elect:
+            return None
+        if not opts.leader_election_id:
+            raise ConfigError("LeaderElectionID must be configured")
+        config = ElectionConfig(
+            namespace=_election_namespace(opts),
+            name=opts.leader_election_id,
+            identity=default_identity(),
+            lease_duration=opts.leader_elect_lease_duration,
+            renew_deadline=opts.leader_elect_renew_deadline,
+            retry_period=opts.leader_elect_retry_period,
+        )
+        return LeaderElector(kube, config, on_lost=self._lost_leadership)
+
+    def _lost_leadership(self) -> None:
+        self.metrics.leader_status(name=self.options.leader_election_id, leading=False)
+        self.exit_code = 1
+        self.stop_flag.set()
+
+    # -- running -----------------------------------------------------------------
+
+    def run(self) -> int:
+        watches = self._load()
+        self.metrics.set_build_info(version=__version__, commit="unknown")
+        api_client = load_api_client()
+        kube = Kube(api_client)
+        health = HealthServer(bind=self.options.health_probe_bind_address, ready=self._readiness)
+        metrics_server = MetricsServer(self.metrics, bind=self.options.metrics_bind_address)
+        health.start()
+        metrics_server.start()
+        events = EventRecorder(api_client)
+        elector = self._elect(kube)
+        try:
+            if elector is not None:
+                if not self._wait_for_leadership(elector):
+                    return 0
+                self.metrics.leader_status(name=self.options.leader_election_id, leading=True)
+            self._serve(watches, kube, events)
+        finally:
+            if elector is not None:
+                elector.release()
+            events.stop(5.0)
+            metrics_server.stop()
+            health.stop()
+        log.info("Exiting.")
+        return self.exit_code
+
+    def _wait_for_leadership(self, elector: LeaderElector) -> bool:
+        # kopf has not installed its signal handlers yet: a SIGTERM while we
+        # wait for the lease must still stop us cleanly.
+        previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:
+            signal.signal(sig, lambda *_: self.stop_flag.set())
+        try:
+            return elector.acquire(self.stop_flag)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _readiness(self) -> tuple[bool, str]:
+        if self.ready.is_set():
+            return True, "ok"
+        return False, "not watching yet (waiting for leadership or the API server)"
+
+    def _serve(self, watches: list[Watch], kube: Kube, events: EventRecorder) -> None:
+        queue = WorkQueue(
+            total_limit=self.options.max_concurrent_reconciles_total,
+            backoff_base=defaults.RETRY_BACKOFF_BASE,
+            backoff_max=defaults.RETRY_BACKOFF_MAX,
+            observer=self.metrics,
+        )
+        reconcilers = self._reconcilers(watches, kube, events, queue)
+
+        def handle(key: Key) -> Outcome:
+            return reconcilers[key.queue].reconcile(key)
+
+        pool = WorkerPool(queue, handle, workers=self.options.max_concurrent_reconciles_total)
+        registry = kopf.OperatorRegistry()
+        for watch in watches:
+            register(registry, PrimaryWatch(watch, queue, on_object=self._object_hook(watch)))
+        _register_kopf_basics(registry)
+        try:
+            asyncio.run(self._kopf(registry))
+        finally:
+            log.info(
+                "Stopping: waiting up to %ss for running Ansible",
+                self.options.graceful_shutdown_timeout,
+            )
+            finished = pool.stop(
+                grace=self.options.graceful_shutdown_timeout, cancel=self.cancel_runs.set
+            )
+            if not finished:
+                log.warning("some Ansible runs did not stop in time")
+
+    def _object_hook(self, watch: Watch) -> Callable[[str, Mapping[str, Any]], None]:
+        def seen(event_type: str, body: Mapping[str, Any]) -> None:
+            self.hooks.object_seen(watch, event_type, body)
+
+        return seen
+
+    async def _kopf(self, registry: kopf.OperatorRegistry) -> None:
+        kwargs: dict[str, Any] = {"clusterwide": True}
+        if self.options.namespaces:
+            kwargs = {"namespaces": list(self.options.namespaces)}
+        try:
+            await kopf.operator(
+                registry=registry,
+                standalone=True,
+                stop_flag=self.stop_flag,
+                ready_flag=self.ready,
+                **kwargs,
+            )
+        finally:
+            # kopf waits for a threading.Event flag in the loop's default
+            # executor; after a signal stopped it, nobody else sets the flag
+            # and asyncio.run() would wait for that thread forever.
+            self.stop_flag.set()
+
+
+def _register_kopf_basics(registry: kopf.OperatorRegistry) -> None:
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> Any:
+        return kopf.login_via_client(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # We post our own Events with our own reasons; kopf's would duplicate them.
+        settings.posting.enabled = False
+        # kopf's per-event logging is noise next to our JSON lines.
+        logging.getLogger("kopf").setLevel(logging.WARNING)
+
+
+def run(options: RunOptions) -> int:
+    try:
+        return Manager(options).run()
+    except ConfigError as err:
+        log.error("Failed to start: %s", str(err))
+        return 1

@@ -1,0 +1,124 @@
+"""From kopf watch events to queue entries: the predicates of the primary watch.
+
+kopf does the watching (list + watch with bookmarks, reconnects, and kinds whose
+CRD appears after start-up). It is used only through low-level `on.event`
+handlers, which persist nothing: no annotation, finalizer or status key of
+kopf's ever lands on a user's object. The handler never blocks: it decides
+whether the event matters and adds the object's key to the work queue.
+
+The decision mirrors the Go operator's predicates (spec §5.2): an update
+counts when `metadata.generation` changed, or the object has no generation
+(e.g. Secrets), or annotations changed and the watch sets
+`watchAnnotationsChanges`; the label `selector` filters every event. So the
+operator's own status writes (which never bump the generation) trigger nothing.
+A DELETED event enqueues the key once more, so the reconciler can clean up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+
+from ansible_operator.config.watches import Watch
+from ansible_operator.controller.queue import Key, Priority, WorkQueue
+
+log = logging.getLogger("ansible_operator.watching")
+
+
+def controller_name(watch: Watch) -> str:
+    """The Go operator's controller name, also our queue and metrics label."""
+    return f"{watch.gvk.kind.lower()}-{watch.gvk.version.lower()}-controller"
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha1(
+        json.dumps(value, sort_keys=True).encode(), usedforsecurity=False
+    ).hexdigest()
+
+
+class PrimaryWatch:
+    """Predicates and enqueueing for one watches.yaml entry."""
+
+    def __init__(
+        self,
+        watch: Watch,
+        queue: WorkQueue,
+        *,
+        on_object: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self.watch = watch
+        self.queue = queue
+        self.name = controller_name(watch)
+        self.on_object = on_object
+        # Per object: (generation, annotations digest) last seen. Small and
+        # bounded by the number of CRs; entries go with DELETED events.
+        self._seen: dict[tuple[str, str], tuple[int | None, str]] = {}
+        self._lock = threading.Lock()
+
+    def _selected(self, body: Mapping[str, Any]) -> bool:
+        selector = self.watch.selector
+        if selector is None:
+            return True
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return bool(selector.matches(labels))
+
+    def handle(self, event_type: str | None, body: Mapping[str, Any]) -> Priority | None:
+        """Enqueue the object if the event matters; return the priority used (None: ignored)."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        generation = meta.get("generation")
+        state = (generation, _digest(meta.get("annotations") or {}))
+        with self._lock:
+            previous = self._seen.get(key)
+            if event_type == "DELETED":
+                self._seen.pop(key, None)
+            else:
+                self._seen[key] = state
+        if self.on_object is not None:
+            self.on_object(event_type or "ADDED", body)
+        if not self._selected(body):
+            return None
+        priority = self._priority(event_type, body, previous, state)
+        if priority is not None:
+            self.queue.add(Key(queue=self.name, namespace=key[0], name=key[1]), priority=priority)
+        return priority
+
+    def _priority(
+        self,
+        event_type: str | None,
+        body: Mapping[str, Any],
+        previous: tuple[int | None, str] | None,
+        state: tuple[int | None, str],
+    ) -> Priority | None:
+        if event_type is None:
+            # The initial listing at start-up: a CR that was never reconciled is
+            # new work; one that was is a resync and waits behind real changes.
+            status = body.get("status")
+            reconciled = isinstance(status, Mapping) and bool(status.get("conditions"))
+            return Priority.RESYNC if reconciled else Priority.CHANGE
+        if event_type in {"ADDED", "DELETED"} or previous is None:
+            return Priority.CHANGE
+        generation, annotations = state
+        if not generation or generation != previous[0]:
+            return Priority.CHANGE
+        if self.watch.watch_annotations_changes and annotations != previous[1]:
+            return Priority.CHANGE
+        return None
+
+
+def register(registry: kopf.OperatorRegistry, primary: PrimaryWatch) -> None:
+    """Register the kopf handler that feeds `primary`."""
+    gvk = primary.watch.gvk
+
+    async def on_event(**kwargs: Any) -> None:
+        primary.handle(kwargs.get("type"), kwargs["body"])
+
+    kopf.on.event(
+        group=gvk.group, version=gvk.version, kind=gvk.kind, id=primary.name, registry=registry
+    )(on_event)

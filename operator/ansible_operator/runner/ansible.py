@@ -1,0 +1,393 @@
+"""`AnsibleRunner`: one Ansible run through ansible-runner's Python API, in the calling thread.
+
+Where this sits: the controller's reconciler calls `AnsibleRunner.run(request)` from a
+worker thread (see runner/base.py for the contract). This module is the only one that
+imports `ansible_runner`. A run goes:
+
+1. inputdir.prepare()  - refresh the resource's private data dir (extra vars, inventory ...)
+2. ansible_runner.run() - role mode (generated play, roles_path, hosts localhost, no facts)
+   or playbook mode (absolute path, ANSIBLE_GATHERING=explicit unless the operator's
+   environment sets it). Events arrive in-process through `event_handler`, one at a
+   time; a RunObserver keeps the little the verdict needs, so memory stays bounded.
+3. cancel/timeout      - `cancel_callback` polls the request's Event and deadline every
+   `pexpect_timeout` seconds. ansible-runner then SIGKILLs only its child's process
+   group, but ansible-core (2.19) puts every forked worker in a session of its own
+   (WorkerProcess._detach calls setsid), so workers and the modules they run (a
+   `sleep 60`, a kubectl ...) would survive as orphans. Every process of a run carries
+   a unique marker environment variable; before ansible-runner's kill and again after
+   the run we kill every process that carries it, plus the rest of those processes'
+   sessions (catching children that cleared their environment), and remove the
+   temporary directories the killed processes left in ~/.ansible/tmp.
+4. inputdir.finish_run() - rotate artifacts, refresh `artifacts/latest`.
+
+Credentials: ansible-runner copies the whole process environment into
+`artifacts/<ident>/command`; the status hook rewrites that file before
+ansible-playbook starts, keeping the values of well-known harmless variables only.
+The kubeconfig reaches Ansible as a path. no_log results are censored by Ansible
+before they reach us, and nothing here uncensors them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+from ansible_runner.exceptions import ConfigurationError
+
+from ansible_operator.config import defaults
+from ansible_operator.errors import RunSetupError
+from ansible_operator.runner import inputdir
+from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult
+from ansible_operator.runner.events import JobEvent, RunObserver, RunSummary
+
+__all__ = ["MARKER_ENV", "AnsibleRunner", "kill_run_processes"]
+
+log = logging.getLogger(__name__)
+
+MARKER_ENV = "AO_RUN_MARKER"
+"""Environment variable carrying a per-run random value; inherited by every process of
+the run, it is how a timed-out or canceled run's processes are found."""
+_KEEP_ENV = frozenset({MARKER_ENV})
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_KILL_ROUNDS = 50
+_KILL_PAUSE = 0.02
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """(state, session id) of a live process from /proc/<pid>/stat, or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat.rsplit(b")", 1)[-1].split()  # the command name may contain anything
+    try:
+        return fields[0].decode(), int(fields[3])
+    except (IndexError, ValueError):
+        return None
+
+
+def _run_processes(marker: bytes) -> set[int]:
+    """Live processes carrying `marker`, plus the other members of their sessions."""
+    own_pid, own_session = os.getpid(), os.getsid(0)
+    sessions: dict[int, int] = {}
+    marked: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == own_pid:
+            continue
+        pid = int(entry)
+        state = _proc_state(pid)
+        if state is None or state[0] in {"Z", "X"}:  # zombies are already dead
+            continue
+        sessions[pid] = state[1]
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:  # another user's process, or gone: not ours to kill
+            continue
+        if marker in environ.split(b"\0"):
+            marked.add(pid)
+    run_sessions = {sessions[pid] for pid in marked} - {own_session}
+    return marked | {pid for pid, session in sessions.items() if session in run_sessions}
+
+
+def kill_run_processes(marker: str) -> list[int]:
+    """SIGKILL every process of the run tagged with `marker` until none is left.
+
+    Linux only (reads /proc); elsewhere ansible-runner's own process-group kill is all
+    there is. Returns the pids that were signalled.
+    """
+    if not os.path.isdir("/proc"):
+        return []
+    needle = f"{MARKER_ENV}={marker}".encode()
+    killed: set[int] = set()
+    for _ in range(_KILL_ROUNDS):
+        pids = _run_processes(needle)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # exited meanwhile, or not permitted
+                continue
+            killed.add(pid)
+        time.sleep(_KILL_PAUSE)
+    else:
+        log.warning("processes of run marker %s still alive after killing", marker)
+    return sorted(killed)
+
+
+def _remove_ansible_temp(pids: Iterable[int], environ: Mapping[str, str]) -> None:
+    """Remove the temporary directories killed processes could not clean up:
+    `ansible-local-<pid>XXXXXXXX` (ansible-playbook) and `ansible-tmp-<time>-<pid>-<n>`
+    (modules over the local connection), in the configured or default temp dirs."""
+    alternatives = "|".join(str(pid) for pid in sorted(set(pids)))
+    if not alternatives:
+        return
+    # mkdtemp adds exactly 8 characters, so a pid cannot match another pid's directory.
+    leftover = re.compile(
+        rf"ansible-local-(?:{alternatives})[a-z0-9_]{{8}}"
+        rf"|ansible-tmp-[0-9.]+-(?:{alternatives})-[0-9]+"
+    )
+    names = ("ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_REMOTE_TMP")
+    for directory in {os.path.expanduser(environ.get(n) or "~/.ansible/tmp") for n in names}:
+        try:
+            entries = os.listdir(directory)
+        except OSError:
+            continue
+        for entry in entries:
+            if leftover.fullmatch(entry):
+                shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
+
+
+def _stdout_tail(path: Path, limit: int) -> str:
+    """The last `limit` characters of Ansible's output, without colour codes."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 4 * limit))  # UTF-8: at most 4 bytes a character
+            raw = handle.read()
+    except OSError:
+        return ""
+    text = _ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r\n", "\n").strip()
+    if len(text) > limit:
+        text = text[-limit:]
+        text = text.split("\n", 1)[-1] if "\n" in text else text  # drop the cut line
+    return text
+
+
+class _RunWatch:
+    """The per-run state ansible-runner's callbacks share: verdict, cancel, timeout."""
+
+    def __init__(self, request: RunRequest, *, marker: str, artifact_dir: Path) -> None:
+        self.request = request
+        self.observer = RunObserver()
+        self.stop_reason: Outcome | None = None
+        self._marker = marker
+        self._artifact_dir = artifact_dir
+        self._deadline = None if request.timeout is None else time.monotonic() + request.timeout
+        self._killed = False
+        self.killed_pids: set[int] = set()
+
+    def on_event(self, raw: Any) -> bool:
+        # Raising here would abort ansible-runner mid-run and orphan ansible-playbook.
+        try:
+            event = JobEvent.from_runner(raw if isinstance(raw, Mapping) else {})
+            self.observer.observe(event)
+        except Exception:
+            log.exception("cannot interpret an ansible-runner event of job %s", self.request.ident)
+            return True
+        if self.request.on_event is not None:
+            try:
+                self.request.on_event(event)
+            except Exception:
+                log.exception("on_event hook failed for job %s", self.request.ident)
+        return True  # keep writing artifacts/<ident>/job_events, as the Go operator does
+
+    def on_status(self, data: Any, runner_config: Any = None) -> None:
+        # "running" comes right after ansible-runner wrote the command file, before the spawn.
+        if isinstance(data, Mapping) and data.get("status") == "running":
+            inputdir.redact_command_file(self._artifact_dir / "command", keep=_KEEP_ENV)
+
+    def should_stop(self) -> bool:
+        if self.stop_reason is None:
+            if self.request.cancel.is_set():
+                self.stop_reason = Outcome.CANCELED
+            elif self._deadline is not None and time.monotonic() >= self._deadline:
+                self.stop_reason = Outcome.TIMEOUT
+            else:
+                return False
+        if not self._killed:
+            self._killed = True
+            try:
+                self.killed_pids.update(kill_run_processes(self._marker))
+            except OSError as error:
+                log.warning("cannot kill the processes of job %s: %s", self.request.ident, error)
+        return True
+
+
+@dataclass(frozen=True)
+class _Finished:
+    status: str
+    rc: int | None
+
+
+def _call_ansible_runner(kwargs: dict[str, Any]) -> _Finished:
+    """`ansible_runner.run`, typed: only the status and the exit code matter afterwards."""
+    try:
+        finished = ansible_runner.run(**kwargs)
+    except ConfigurationError as error:
+        raise RunSetupError(f"ansible-runner rejected the run: {error}") from error
+    rc = getattr(finished, "rc", None)
+    return _Finished(str(getattr(finished, "status", "")), rc if isinstance(rc, int) else None)
+
+
+def _validate(request: RunRequest) -> None:
+    if (request.playbook is None) == (request.role is None):
+        raise RunSetupError("a run needs exactly one of a playbook and a role")
+    target = request.playbook or request.role
+    assert target is not None
+    if not target.is_absolute():
+        raise RunSetupError(f"playbook/role path must be absolute: {target}")
+    ident = request.ident
+    if not ident or ident.startswith(".") or "/" in ident or ident == inputdir.LATEST:
+        raise RunSetupError(f"invalid run ident {ident!r}")
+    if request.timeout is not None and request.timeout <= 0:
+        raise RunSetupError(f"run timeout must be positive, got {request.timeout}")
+
+
+def _verdict(
+    stop_reason: Outcome | None, finished: _Finished, summary: RunSummary
+) -> tuple[Outcome, tuple[FailedTask, ...]]:
+    if stop_reason is not None:
+        return stop_reason, summary.failures
+    if not summary.saw_stats:
+        return Outcome.ERROR, ()
+    if summary.failures:
+        return Outcome.FAILED, summary.failures
+    if finished.rc not in (0, None):
+        # Never seen in practice; a silent success would be worse than this message.
+        message = f"ansible-playbook exited with code {finished.rc} although no task failed"
+        return Outcome.FAILED, (FailedTask(task="", action="", host="", message=message),)
+    return Outcome.SUCCESSFUL, ()
+
+
+class AnsibleRunner:
+    """Runs Ansible through ansible-runner, synchronously, in the calling thread.
+
+    `root` is the parent of every resource's private data dir (default
+    `config.defaults.RUNNER_DIR_ROOT`, the Go operator's `/tmp/ansible-operator/runner`;
+    a request's `runner_root` overrides it); `python` is the interpreter the default
+    inventory pins and whose bin/ directory goes first on PATH.
+    """
+
+    def __init__(
+        self,
+        *,
+        root: Path | None = None,
+        python: str = sys.executable,
+        pexpect_timeout: float = 0.25,
+        stdout_tail_chars: int = 8192,
+    ) -> None:
+        self._root = Path(defaults.RUNNER_DIR_ROOT) if root is None else root
+        self._python = python
+        self._settings = {"pexpect_timeout": pexpect_timeout}
+        self._tail_chars = stdout_tail_chars
+
+    def run(self, request: RunRequest) -> RunResult:
+        started = time.monotonic()
+        _validate(request)
+        if request.cancel.is_set():  # shutting down already: do not even start
+            return RunResult(ident=request.ident, outcome=Outcome.CANCELED, timeout=request.timeout)
+        environ = dict(os.environ)
+        data_dir = inputdir.prepare(
+            request,
+            root=request.runner_root or self._root,
+            environ=environ,
+            python=self._python,
+            settings=self._settings,
+        )
+        artifact_dir = data_dir / "artifacts" / request.ident
+        if artifact_dir.exists():
+            raise RunSetupError(f"run ident {request.ident} was already used: {artifact_dir}")
+        marker = uuid.uuid4().hex
+        watch = _RunWatch(request, marker=marker, artifact_dir=artifact_dir)
+        kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker)
+        finished: _Finished | None = None
+        try:
+            finished = _call_ansible_runner(kwargs)
+        finally:
+            if finished is None or watch.stop_reason is not None:
+                # Stragglers forked during the first sweep, then what the dead left behind.
+                watch.killed_pids.update(kill_run_processes(marker))
+                _remove_ansible_temp(watch.killed_pids, environ)
+            inputdir.finish_run(data_dir, ident=request.ident, max_artifacts=request.max_artifacts)
+        return self._result(request, watch, finished, artifact_dir, time.monotonic() - started)
+
+    def _runner_kwargs(
+        self,
+        request: RunRequest,
+        data_dir: Path,
+        environ: Mapping[str, str],
+        watch: _RunWatch,
+        marker: str,
+    ) -> dict[str, Any]:
+        bin_dir = os.path.dirname(self._python)  # where ansible-playbook lives
+        env = {
+            "PATH": os.pathsep.join(filter(None, (bin_dir, environ.get("PATH", "")))),
+            MARKER_ENV: marker,
+        }
+        gathering = environ.get("ANSIBLE_GATHERING", "")
+        if not gathering:
+            env["ANSIBLE_GATHERING"] = "explicit"  # facts cost ~1.1 s per run
+        kwargs: dict[str, Any] = {
+            "private_data_dir": str(data_dir),
+            "ident": request.ident,
+            "envvars": env,
+            "verbosity": max(request.verbosity, 0) or None,
+            "quiet": True,  # output goes to artifacts and to on_event, not our stdout
+            "suppress_env_files": True,  # inputdir owns env/*
+            "rotate_artifacts": 0,  # inputdir rotates (ansible-runner trips on `latest`)
+            "event_handler": watch.on_event,
+            "status_handler": watch.on_status,
+            "cancel_callback": watch.should_stop,  # also stops runner's signal handlers
+        }
+        if request.role is not None:
+            # A colon-joined string: ansible-runner 2.4.3 mangles a list here. The
+            # operator's own ANSIBLE_ROLES_PATH stays reachable for role dependencies.
+            roles_path = [str(request.role.parent), environ.get("ANSIBLE_ROLES_PATH", "")]
+            kwargs |= {
+                "role": request.role.name,
+                "roles_path": ":".join(filter(None, roles_path)),
+                "hosts": "localhost",
+                "role_skip_facts": gathering.lower() in {"", "explicit"},
+            }
+        else:
+            kwargs["playbook"] = str(request.playbook)
+        return kwargs
+
+    def _result(
+        self,
+        request: RunRequest,
+        watch: _RunWatch,
+        finished: _Finished,
+        artifact_dir: Path,
+        duration: float,
+    ) -> RunResult:
+        summary = watch.observer.summary()
+        outcome, failures = _verdict(watch.stop_reason, finished, summary)
+        tail = ""
+        if outcome is not Outcome.SUCCESSFUL:
+            tail = _stdout_tail(artifact_dir / "stdout", self._tail_chars)
+        log.debug(
+            "job %s for %s %s ended %s (ansible-runner %s, rc %s, %d events, %.2fs)",
+            request.ident,
+            request.gvk,
+            request.resource,
+            outcome,
+            finished.status,
+            finished.rc,
+            watch.observer.events_seen,
+            duration,
+        )
+        return RunResult(
+            ident=request.ident,
+            outcome=outcome,
+            failures=failures,
+            stats=summary.stats,
+            requeue_after=summary.requeue_after,
+            rc=finished.rc,
+            duration=duration,
+            stdout_tail=tail,
+            artifacts_dir=artifact_dir,
+            timeout=request.timeout,
+        )

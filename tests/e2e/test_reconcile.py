@@ -1,0 +1,268 @@
+"""End to end: the operator process reconciles CRs on a real API server.
+
+Every test here talks to the one operator of `shared_operator` through the
+Kubernetes API only, exactly as a user would with kubectl.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.harness import (
+    OperatorProcess,
+    condition,
+    configmap,
+    create_cr,
+    custom,
+    events_for,
+    get_cr,
+    wait_condition,
+    wait_for,
+)
+
+pytestmark = pytest.mark.cluster
+GROUP, VERSION = "e2e.example.com", "v1alpha1"
+
+
+def _conditions(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [
+        (c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+        for c in obj["status"]["conditions"]
+    ]
+
+
+def test_create_reaches_successful_with_the_reference_conditions_and_nothing_of_kopf(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "widgets", "Widget", "first", {"size": 2, "message": "hello"})
+    obj = wait_condition(api_client, ns, "widgets", "first", "Successful")
+
+    assert _conditions(obj) == [
+        ("Running", "True", "Successful", "Awaiting next reconciliation"),
+        ("Successful", "True", "Successful", "Last reconciliation succeeded"),
+        ("Failure", "False", "", ""),
+    ]
+    result = condition(obj, "Running")["ansibleResult"]  # type: ignore[index]
+    assert result["failures"] == 0
+    assert result["ok"] >= 2
+    assert result["completion"].endswith("+00:00")
+    assert configmap(api_client, ns, "first-config") == {"message": "hello", "size": "2"}
+    deployment = client.AppsV1Api(api_client).read_namespaced_deployment("first-widget", ns)
+    assert deployment.spec.replicas == 2
+
+    # kopf leaves nothing of its own on the object
+    meta = obj["metadata"]
+    assert not [k for k in (meta.get("annotations") or {}) if "kopf" in k]
+    assert not meta.get("finalizers")
+    assert set(obj["status"]) == {"conditions"}
+
+
+def test_a_spec_change_runs_the_role_again(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "widgets", "Widget", "changing", {"size": 1, "message": "one"})
+    wait_condition(api_client, ns, "widgets", "changing", "Successful")
+    custom(api_client).patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "widgets", "changing", {"spec": {"message": "two"}}
+    )
+    wait_for(
+        "ConfigMap updated by the second run",
+        lambda: (configmap(api_client, ns, "changing-config") or {}).get("message") == "two",
+    )
+
+
+def test_a_failing_role_reports_failure_and_an_event_then_recovers(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "widgets", "Widget", "broken", {"fail": True})
+    obj = wait_condition(api_client, ns, "widgets", "broken", "Failure")
+    failure = condition(obj, "Failure")
+    assert failure is not None
+    assert failure["reason"] == "Failed"
+    assert failure["message"] == "widget broken was asked to fail"
+    assert failure["ansibleResult"]["failures"] == 1
+    assert condition(obj, "Successful")["status"] == "False"  # type: ignore[index]
+
+    def failed_event() -> bool:
+        return any(
+            e.reason == "Failed"
+            and e.type == "Warning"
+            and 'Task "Refuse to deploy" failed: widget broken was asked to fail' in e.message
+            for e in events_for(api_client, ns, "broken")
+        )
+
+    wait_for("Warning Event naming the failed task", failed_event, timeout=30)
+
+    custom(api_client).patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "widgets", "broken", {"spec": {"fail": False}}
+    )
+    obj = wait_condition(api_client, ns, "widgets", "broken", "Successful")
+    assert condition(obj, "Failure")["status"] == "False"  # type: ignore[index]
+
+
+def test_a_playbook_kind_sees_watch_vars_and_the_raw_object(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "gadgets", "Gadget", "g1", {"color": "blue"})
+    wait_condition(api_client, ns, "gadgets", "g1", "Successful")
+    assert configmap(api_client, ns, "g1-gadget") == {
+        "color": "blue",
+        "from_watch": "watch-var",
+        "raw_kind": "Gadget",
+    }
+
+
+def test_finalizer_runs_on_delete_then_the_cr_goes(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "cleanables", "Cleanable", "c1", {})
+    obj = wait_condition(api_client, ns, "cleanables", "c1", "Successful")
+    assert obj["metadata"]["finalizers"] == ["e2e.example.com/finalizer"]
+    assert configmap(api_client, ns, "c1-resource") is not None
+
+    custom(api_client).delete_namespaced_custom_object(GROUP, VERSION, ns, "cleanables", "c1")
+    wait_for("CR gone", lambda: get_cr(api_client, ns, "cleanables", "c1") is None)
+    assert configmap(api_client, ns, "c1-resource") is None
+    assert configmap(api_client, ns, "c1-finalized") is not None
+
+
+def test_a_failing_finalizer_keeps_the_cr_until_it_succeeds(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "cleanables", "Cleanable", "stuck", {"blockCleanup": True})
+    wait_condition(api_client, ns, "cleanables", "stuck", "Successful")
+    custom(api_client).delete_namespaced_custom_object(GROUP, VERSION, ns, "cleanables", "stuck")
+    obj = wait_condition(api_client, ns, "cleanables", "stuck", "Failure")
+    assert condition(obj, "Failure")["message"] == "cleanup of stuck refused"  # type: ignore[index]
+    assert obj["metadata"]["finalizers"] == ["e2e.example.com/finalizer"]
+    assert obj["metadata"]["deletionTimestamp"]
+
+    custom(api_client).patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "cleanables", "stuck", {"spec": {"blockCleanup": False}}
+    )
+    wait_for(
+        "CR gone after the finalizer succeeded",
+        lambda: get_cr(api_client, ns, "cleanables", "stuck") is None,
+    )
+    assert configmap(api_client, ns, "stuck-finalized") is not None
+
+
+def test_manage_status_false_runs_but_never_writes_status(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "quiets", "Quiet", "q1", {"value": "x"})
+    wait_for("the playbook ran", lambda: configmap(api_client, ns, "q1-ran") == {"value": "x"})
+    assert "status" not in (get_cr(api_client, ns, "quiets", "q1") or {})
+
+
+def test_a_crd_without_status_subresource_gets_an_event_not_a_loop(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "statuslesses", "Statusless", "s1", {"value": "y"})
+    wait_for("the playbook ran", lambda: configmap(api_client, ns, "s1-ran") == {"value": "y"})
+
+    def warned() -> bool:
+        return any(e.reason == "StatusSubresourceMissing" for e in events_for(api_client, ns, "s1"))
+
+    wait_for("StatusSubresourceMissing Event", warned, timeout=30)
+    assert "status" not in (get_cr(api_client, ns, "statuslesses", "s1") or {})
+
+
+def _running_events(api_client: Any, ns: str, name: str) -> int:
+    return sum(e.count or 1 for e in events_for(api_client, ns, name) if e.reason == "Running")
+
+
+def test_the_reconcile_period_annotation_causes_periodic_runs(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(
+        api_client,
+        ns,
+        "gadgets",
+        "Gadget",
+        "periodic",
+        {"color": "red"},
+        annotations={"ansible.sdk.operatorframework.io/reconcile-period": "2s"},
+    )
+    wait_condition(api_client, ns, "gadgets", "periodic", "Successful")
+    wait_for(
+        "at least 3 runs from the 2s period",
+        lambda: _running_events(api_client, ns, "periodic") >= 3,
+        timeout=60,
+    )
+
+
+def test_a_bad_reconcile_period_annotation_is_reported_in_status(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(
+        api_client,
+        ns,
+        "gadgets",
+        "Gadget",
+        "badperiod",
+        {},
+        annotations={"ansible.sdk.operatorframework.io/reconcile-period": "soon"},
+    )
+    obj = wait_condition(api_client, ns, "gadgets", "badperiod", "Failure")
+    message = condition(obj, "Failure")["message"]  # type: ignore[index]
+    assert message == 'Unable to parse reconcile period annotation: time: invalid duration "soon"'
+
+
+def test_the_label_selector_filters(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "pickies", "Picky", "chosen", {"value": "in"}, labels={"pick": "yes"})
+    create_cr(api_client, ns, "pickies", "Picky", "ignored", {"value": "out"})
+    wait_for("the selected CR ran", lambda: configmap(api_client, ns, "chosen-ran") is not None)
+    wait_condition(api_client, ns, "pickies", "chosen", "Successful")
+    # The selected CR's run is done; the other one was never queued.
+    assert configmap(api_client, ns, "ignored-ran") is None
+    assert "status" not in (get_cr(api_client, ns, "pickies", "ignored") or {})
+
+
+def test_probes_metrics_and_logs(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    create_cr(api_client, ns, "gadgets", "Gadget", "observed", {"color": "green"})
+    wait_condition(api_client, ns, "gadgets", "observed", "Successful")
+
+    assert shared_operator.get("/healthz")[0] == 200
+    assert shared_operator.get("/readyz")[0] == 200
+    text = shared_operator.metrics()
+    gvk = 'GVK="e2e.example.com/v1alpha1, Kind=Gadget"'
+    assert f'ansible_operator_reconcile_result{{{gvk},result="succeeded"}}' in text
+    assert f"ansible_operator_reconciles_count{{{gvk}}}" in text
+    assert (
+        'controller_runtime_reconcile_total{controller="gadget-v1alpha1-controller",result="requeue_after"}'
+        in text
+    )
+    assert (
+        'resource_created_at_seconds{group="e2e.example.com",kind="Gadget",name="observed",'
+        f'namespace="{ns}",version="v1alpha1"}}'
+    ) in text
+    assert (
+        'ansible_operator_run_duration_seconds_count{gvk="e2e.example.com/v1alpha1, Kind=Gadget",outcome="successful"}'
+        in text
+    )
+
+    mine = shared_operator.logged(lambda e: e.get("name") == "observed")
+    assert any(e["msg"] == "Ansible-runner exited successfully" for e in mine)
+    tasks = [e for e in mine if e["msg"].startswith("[playbook task")]
+    assert any(e.get("task") == "ConfigMap with what the playbook saw" for e in tasks)
+    assert all(e.get("namespace") == ns for e in mine)
