@@ -1,0 +1,116 @@
+"""End to end: leader election between two operator processes, and SIGTERM mid-run.
+
+Each test runs its own operators in its own namespace (WATCH_NAMESPACE), so
+killing them never disturbs other tests.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import drop_namespace, make_namespace
+from tests.e2e.harness import (
+    OperatorProcess,
+    configmap,
+    create_cr,
+    run_processes,
+    wait_condition,
+    wait_for,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def own_namespace(api_client: Any, e2e_crds: list[str]) -> Iterator[str]:
+    name = make_namespace(api_client, "e2e-life")
+    yield name
+    drop_namespace(api_client, name)
+
+
+def _ran(operator: OperatorProcess, name: str) -> bool:
+    return bool(
+        operator.logged(
+            lambda e: e.get("name") == name and e.get("msg") == "Ansible-runner exited successfully"
+        )
+    )
+
+
+def test_only_the_leader_reconciles_and_a_standby_takes_over(
+    api_client: Any, kubeconfig_path: Path, own_namespace: str, tmp_path: Path
+) -> None:
+    ns = own_namespace
+    lease = 4.0
+    args = [
+        "--leader-elect",
+        "--leader-election-id=e2e-leader",
+        f"--leader-election-namespace={ns}",
+        f"--leader-elect-lease-duration={lease:g}s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=1s",
+    ]
+    env = {"WATCH_NAMESPACE": ns}
+    first = OperatorProcess(
+        kubeconfig=kubeconfig_path, workdir=tmp_path, args=args, env=env, name="a"
+    ).start()
+    second = OperatorProcess(
+        kubeconfig=kubeconfig_path, workdir=tmp_path, args=args, env=env, name="b"
+    )
+    second.start(wait_ready=False)
+    try:
+        create_cr(api_client, ns, "gadgets", "Gadget", "before", {"color": "one"})
+        wait_condition(api_client, ns, "gadgets", "before", "Successful")
+        assert _ran(first, "before")
+        assert not _ran(second, "before")
+        assert second.alive()
+        assert not second.ready()  # the standby is not ready until it leads
+
+        first.signal(signal.SIGKILL)
+        first.wait(10)
+        killed = time.monotonic()
+        wait_for("the standby takes over", second.ready, timeout=lease + 30)
+        takeover = time.monotonic() - killed
+        assert takeover < lease + 15, f"takeover took {takeover:.1f}s"
+
+        create_cr(api_client, ns, "gadgets", "Gadget", "after", {"color": "two"})
+        wait_condition(api_client, ns, "gadgets", "after", "Successful")
+        assert _ran(second, "after")
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_sigterm_during_a_run_exits_cleanly_and_the_cr_converges_after_restart(
+    api_client: Any, kubeconfig_path: Path, own_namespace: str, tmp_path: Path
+) -> None:
+    ns = own_namespace
+    env = {"WATCH_NAMESPACE": ns}
+    args = ["--graceful-shutdown-timeout=2s"]
+    operator = OperatorProcess(
+        kubeconfig=kubeconfig_path, workdir=tmp_path, args=args, env=env
+    ).start()
+    # A sleep length no other process on the machine uses, to find leftovers by.
+    create_cr(api_client, ns, "sleepers", "Sleeper", "nap", {"delay": 4321})
+    wait_for("the run is sleeping", lambda: bool(run_processes("sleep 4321")), timeout=60)
+
+    operator.signal(signal.SIGTERM)
+    code = operator.wait(30)
+    assert code == 0
+    assert run_processes("sleep 4321") == []
+    assert run_processes(str(operator.runner_dir)) == []
+    assert configmap(api_client, ns, "nap-done") is None
+
+    restarted = OperatorProcess(
+        kubeconfig=kubeconfig_path, workdir=tmp_path, args=args, env=env, name="restarted"
+    ).start()
+    try:
+        wait_condition(api_client, ns, "sleepers", "nap", "Successful")
+        assert configmap(api_client, ns, "nap-done") is not None
+    finally:
+        restarted.stop()
