@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from testbed import components, kubeconfig, pki, probes, processes
-from testbed.layout import COMPONENT_TIMEOUT, DEFAULT_NODES, PACKAGE_DIR, STOP_GRACE, Layout
+from testbed.layout import (
+    COMPONENT_TIMEOUT,
+    DEFAULT_NODES,
+    PACKAGE_DIR,
+    START_ATTEMPTS,
+    STOP_GRACE,
+    Layout,
+)
 from testbed.processes import Process
 
 
@@ -122,11 +129,16 @@ class ControlPlane:
             )
         self.down()  # leftovers of a crashed run, if any
         self._ensure_binaries()
-        try:
-            return self._start()
-        except Exception:
-            self.down(keep_logs=True)
-            raise
+        # One retry with fresh ports: on a shared machine another process can
+        # take a port between our probe and the component's bind.
+        for attempt in range(START_ATTEMPTS):
+            try:
+                return self._start()
+            except (TestbedError, probes.NotReady):
+                self.down(keep_logs=attempt == START_ATTEMPTS - 1)
+                if attempt == START_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def _ensure_binaries(self) -> None:
         if self.layout.missing_binaries():

@@ -19,6 +19,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 DEFAULT_NODES = 3
 #: Seconds to wait for one component to become healthy.
 COMPONENT_TIMEOUT = 90.0
+#: Whole start-ups tried before `up` gives up (each with fresh ports).
+START_ATTEMPTS = 2
 #: Seconds between SIGTERM and SIGKILL when stopping a component.
 STOP_GRACE = 10.0
 #: Binaries the testbed needs, all produced by build.sh.

@@ -288,56 +288,60 @@ class Reconciler:
         period: float,
         log: ObjectLogger,
     ) -> Outcome:
-        ref = _ref(obj)
         if result.outcome == "canceled":
             log.info("Ansible run canceled; the CR is reconciled again after restart")
             return Outcome(error=RetryLater("run canceled"))
+        if result.outcome == "successful":
+            log.info("Ansible-runner exited successfully")
+            if deleting and self.watch.finalizer is not None:
+                return self._finalized(obj)
+            return self._succeeded(obj, result, managed=managed, period=period)
+        message = self._failure_message(result)
+        log.error("Ansible run %s: %s", result.outcome, message)
+        self.events.record(
+            _ref(obj), type="Warning", reason="Failed", message=self._event_failure(result)
+        )
+        if managed:
+            self._write_failure(obj, result, message)
+        return Outcome(error=RunFailed(message))
+
+    def _finalized(self, obj: dict[str, Any]) -> Outcome:
+        fin = self.watch.finalizer
+        assert fin is not None
         meta = obj["metadata"]
         fresh = self.kube.get_or_none(
             self.resource, namespace=meta.get("namespace", ""), name=meta["name"]
         )
-        if fresh is None:
-            return Outcome(forget=True)
-        if result.outcome == "successful":
-            log.info("Ansible-runner exited successfully")
-            return self._succeeded(
-                fresh, result, deleting=deleting, managed=managed, period=period, log=log
-            )
-        message = self._failure_message(result)
-        log.error("Ansible run %s: %s", result.outcome, message)
+        if fresh is not None and finalizers.has(fresh, fin.name):
+            finalizers.remove(self.kube, self.resource, fresh, fin.name)
         self.events.record(
-            ref, type="Warning", reason="Failed", message=self._event_failure(result)
+            _ref(obj), type="Normal", reason="Finalized", message="Finalizer run succeeded"
         )
-        if managed:
-            self._write_failure(fresh, result, message)
-        return Outcome(error=RunFailed(message))
+        return Outcome(forget=True)
 
     def _succeeded(
-        self,
-        fresh: dict[str, Any],
-        result: RunResult,
-        *,
-        deleting: bool,
-        managed: bool,
-        period: float,
-        log: ObjectLogger,
+        self, obj: dict[str, Any], result: RunResult, *, managed: bool, period: float
     ) -> Outcome:
+        # The object from the Running write is current unless something wrote
+        # to it during the run; then the status write conflicts and re-reads,
+        # so no extra GET is spent on the common path.
+        meta = obj["metadata"]
         fin = self.watch.finalizer
-        if deleting and fin is not None:
-            if finalizers.has(fresh, fin.name):
-                finalizers.remove(self.kube, self.resource, fresh, fin.name)
-            self.events.record(
-                _ref(fresh), type="Normal", reason="Finalized", message="Finalizer run succeeded"
-            )
-            return Outcome()
+        fresh: dict[str, Any] | None = obj
         if managed:
             stats = self._ansible_result(result)
-            statuswrite.write(
+            fresh = statuswrite.write(
                 self.kube,
                 self.resource,
-                fresh,
+                obj,
                 lambda s: transitions.succeeded(s, result=stats, now=self.now()),
             )
+        elif fin is not None:
+            fresh = self.kube.get_or_none(
+                self.resource, namespace=meta.get("namespace", ""), name=meta["name"]
+            )
+        if fresh is None:
+            return Outcome(forget=True)
         self.events.record(
             _ref(fresh), type="Normal", reason="Successful", message=self._event_success(result)
         )
