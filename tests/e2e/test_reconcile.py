@@ -128,10 +128,15 @@ def test_finalizer_runs_on_delete_then_the_cr_goes(
     assert obj["metadata"]["finalizers"] == ["e2e.example.com/finalizer"]
     assert configmap(api_client, ns, "c1-resource") is not None
 
+    run_dir = shared_operator.runner_dir / GROUP / VERSION / "Cleanable" / ns / "c1"
+    assert (run_dir / "artifacts" / "latest").exists()
+
     custom(api_client).delete_namespaced_custom_object(GROUP, VERSION, ns, "cleanables", "c1")
     wait_for("CR gone", lambda: get_cr(api_client, ns, "cleanables", "c1") is None)
     assert configmap(api_client, ns, "c1-resource") is None
     assert configmap(api_client, ns, "c1-finalized") is not None
+    # Unlike the reference, the CR's ansible-runner directory goes with it.
+    wait_for("run directory removed", lambda: not run_dir.exists(), timeout=30)
 
 
 def test_a_failing_finalizer_keeps_the_cr_until_it_succeeds(
@@ -266,3 +271,50 @@ def test_probes_metrics_and_logs(
     tasks = [e for e in mine if e["msg"].startswith("[playbook task")]
     assert any(e.get("task") == "ConfigMap with what the playbook saw" for e in tasks)
     assert all(e.get("namespace") == ns for e in mine)
+
+
+def test_a_crd_created_after_start_up_is_picked_up(
+    api_client: Any, shared_namespace: str, shared_operator: OperatorProcess
+) -> None:
+    ns = shared_namespace
+    ext = client.ApiextensionsV1Api(api_client)
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "latecomers.e2e.example.com"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"plural": "latecomers", "singular": "latecomer", "kind": "Latecomer"},
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    ext.create_custom_resource_definition(crd)
+    try:
+        wait_for("CRD served", lambda: _served(api_client), timeout=30)
+        create_cr(api_client, ns, "latecomers", "Latecomer", "late", {"value": "z"})
+        wait_condition(api_client, ns, "latecomers", "late", "Successful", timeout=120)
+        assert configmap(api_client, ns, "late-ran") == {"value": "z"}
+    finally:
+        ext.delete_custom_resource_definition("latecomers.e2e.example.com")
+
+
+def _served(api_client: Any) -> bool:
+    try:
+        client.CustomObjectsApi(api_client).list_cluster_custom_object(GROUP, VERSION, "latecomers")
+    except client.ApiException:
+        return False
+    return True
