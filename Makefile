@@ -31,7 +31,8 @@ $(VENV_STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "ansible_operator_src.pth").write_text("$(CURDIR)/operator\n")'
 	@touch $@
 
-$(COLLECTIONS_STAMP): $(VENV_STAMP) scripts/install_collections.py requirements/collections.txt
+$(COLLECTIONS_STAMP): $(VENV_STAMP) scripts/install_collections.py requirements/collections.txt \
+		$(wildcard collections/ansible_collections/*/*/galaxy.yml)
 	$(BIN)/python scripts/install_collections.py --lock requirements/collections.txt --cache "$(COLLECTIONS_CACHE)"
 	@touch $@
 

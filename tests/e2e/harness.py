@@ -44,7 +44,11 @@ class OperatorProcess:
         args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         name: str = "operator",
+        cwd: Path | None = None,
     ) -> None:
+        # The working directory holds watches.yaml, roles/ and playbooks/;
+        # default: the e2e project.
+        self.cwd = cwd or PROJECT
         self.health_port = free_port()
         self.metrics_port = free_port()
         self.runner_dir = workdir / f"{name}-runs"
@@ -56,6 +60,9 @@ class OperatorProcess:
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
             f"--runner-dir={self.runner_dir}",
             "--graceful-shutdown-timeout=5s",
+            # Several operators run at once in tests: no fixed ports.
+            "--proxy-port=0",
+            "--user-metrics-bind-address=127.0.0.1:0",
             *args,
         ]
         self.env = {
@@ -69,7 +76,7 @@ class OperatorProcess:
     def start(self, *, wait_ready: bool = True) -> OperatorProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            self.argv, cwd=PROJECT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         if wait_ready:

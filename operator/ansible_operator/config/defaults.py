@@ -87,6 +87,9 @@ METRICS_REQUIRE_RBAC = False
 ENABLE_HTTP2 = False
 # --health-probe-bind-address: /healthz and /readyz.
 HEALTH_PROBE_BIND_ADDRESS = ":6789"
+# --user-metrics-bind-address (ours; fixed at localhost:5050 in the Go
+# operator): where osdk_metric posts custom metrics. "0" disables it.
+USER_METRICS_BIND_ADDRESS = "127.0.0.1:5050"
 # --proxy-port: the local API proxy the roles' kubeconfig points at.
 PROXY_PORT = 8888
 # --leader-elect and its identity; off unless the Deployment asks for it.

@@ -72,6 +72,7 @@ class RunOptions:
     health_probe_bind_address: str = defaults.HEALTH_PROBE_BIND_ADDRESS
     graceful_shutdown_timeout: float = defaults.GRACEFUL_SHUTDOWN_TIMEOUT
     proxy_port: int = defaults.PROXY_PORT
+    user_metrics_bind_address: str = defaults.USER_METRICS_BIND_ADDRESS
     runner_dir: str = defaults.RUNNER_DIR_ROOT
     zap_encoder: str = "json"
     zap_log_level: str = "info"
@@ -115,7 +116,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _add_bool(parser, "--enable-http2", d.ENABLE_HTTP2, "ignored")
     add("--health-probe-bind-address", default=d.HEALTH_PROBE_BIND_ADDRESS)
     add("--graceful-shutdown-timeout", type=_duration, default=d.GRACEFUL_SHUTDOWN_TIMEOUT)
-    add("--proxy-port", type=int, default=d.PROXY_PORT)
+    add("--proxy-port", type=int, default=d.PROXY_PORT, help="0 = any free port")
+    add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
     add("--zap-encoder", default="json", choices=["json", "console"])
     add("--zap-log-level", default="info")
@@ -196,6 +198,7 @@ def options_from_args(
         health_probe_bind_address=args.health_probe_bind_address,
         graceful_shutdown_timeout=args.graceful_shutdown_timeout,
         proxy_port=args.proxy_port,
+        user_metrics_bind_address=args.user_metrics_bind_address,
         runner_dir=args.runner_dir,
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"

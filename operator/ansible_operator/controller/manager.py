@@ -28,9 +28,11 @@ from ansible_operator import __version__
 from ansible_operator.config import defaults
 from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch, load_watches
+from ansible_operator.controller.dependents import DependentWatches
 from ansible_operator.controller.leader import ElectionConfig, LeaderElector, default_identity
 from ansible_operator.controller.queue import Key, WorkQueue
 from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
+from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.watching import PrimaryWatch, controller_name, register
 from ansible_operator.controller.workers import Outcome, WorkerPool
 from ansible_operator.errors import ConfigError
@@ -38,6 +40,8 @@ from ansible_operator.kube.client import Kube, load_api_client
 from ansible_operator.observability.events import EventRecorder
 from ansible_operator.observability.health import HealthServer
 from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
+from ansible_operator.observability.usermetrics import UserMetricsServer
+from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
 
 log = logging.getLogger("ansible_operator.manager")
@@ -142,17 +146,20 @@ class Manager:
         return watches
 
     def _reconcilers(
-        self, watches: list[Watch], kube: Kube, events: EventRecorder, queue: WorkQueue
+        self,
+        watches: list[Watch],
+        kube: Kube,
+        events: EventRecorder,
+        queue: WorkQueue,
+        access: RunAccess,
     ) -> dict[str, Reconciler]:
         runner = AnsibleRunner(root=Path(self.options.runner_dir))
-        kubeconfig = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
         settings = ReconcileSettings(
             reconcile_period=self.options.reconcile_period,
             ansible_args=self.options.ansible_args,
             ansible_log_events=self.options.ansible_log_events,
             runner_root=Path(self.options.runner_dir),
             run_timeout=self.options.ansible_run_timeout or None,
-            run_kubeconfig=Path(kubeconfig).resolve() if kubeconfig else None,
         )
         reconcilers = {}
         for watch in watches:
@@ -170,6 +177,7 @@ class Manager:
                 settings=settings,
                 events=events,
                 hooks=self.hooks,
+                access=access,
                 cancel=self.cancel_runs,
             )
         return reconcilers
@@ -206,6 +214,7 @@ class Manager:
         metrics_server = MetricsServer(self.metrics, bind=self.options.metrics_bind_address)
         health.start()
         metrics_server.start()
+        user_metrics = self._start_user_metrics()
         events = EventRecorder(api_client)
         elector = self._elect(kube)
         try:
@@ -218,10 +227,26 @@ class Manager:
             if elector is not None:
                 elector.release()
             events.stop(5.0)
+            if user_metrics is not None:
+                user_metrics.stop()
             metrics_server.stop()
             health.stop()
         log.info("Exiting.")
         return self.exit_code
+
+    def _start_user_metrics(self) -> UserMetricsServer | None:
+        # Unlike the probe and metrics ports, a busy user-metrics port is not
+        # fatal: only roles calling osdk_metric need it, and they get a clear
+        # error from the module instead of the whole operator crash-looping.
+        server = UserMetricsServer(
+            registry=self.metrics.registry, bind=self.options.user_metrics_bind_address
+        )
+        try:
+            server.start()
+        except ConfigError as err:
+            log.error("user metrics API not started: %s", str(err))
+            return None
+        return server
 
     def _wait_for_leadership(self, elector: LeaderElector) -> bool:
         # kopf has not installed its signal handlers yet: a SIGTERM while we
@@ -247,7 +272,29 @@ class Manager:
             backoff_max=defaults.RETRY_BACKOFF_MAX,
             observer=self.metrics,
         )
-        reconcilers = self._reconcilers(watches, kube, events, queue)
+        dependents = DependentWatches(
+            kube=kube,
+            queue=queue,
+            namespaces=tuple(self.options.namespaces),
+            primaries={controller_name(w): w for w in watches},
+        )
+        credentials = RunCredentials()
+        proxy = ApiProxy(
+            upstream=kube.api_client.configuration,
+            credentials=credentials,
+            kube=kube,
+            inject_owner_ref=self.options.inject_owner_ref,
+            # As in the Go operator, no owner injection also means no dependent watches.
+            on_touch=dependents.touched if self.options.inject_owner_ref else None,
+            bind=f"127.0.0.1:{self.options.proxy_port}",
+        )
+        proxy.start()
+        if not self.options.inject_owner_ref:
+            log.warning(
+                "Warning: injection of owner references and dependent watches is turned off"
+            )
+        access = RunAccess(credentials=credentials, proxy_url=proxy.url)
+        reconcilers = self._reconcilers(watches, kube, events, queue, access)
 
         def handle(key: Key) -> Outcome:
             return reconcilers[key.queue].reconcile(key)
@@ -269,6 +316,9 @@ class Manager:
             )
             if not finished:
                 log.warning("some Ansible runs did not stop in time")
+            dependents.stop()
+            proxy.stop()
+            access.close()
 
     def _object_hook(self, watch: Watch) -> Callable[[str, Mapping[str, Any]], None]:
         def seen(event_type: str, body: Mapping[str, Any]) -> None:

@@ -37,7 +37,9 @@ from ansible_operator.config.watches import Watch
 from ansible_operator.controller import annotations as cr_annotations
 from ansible_operator.controller import finalizers, statuswrite
 from ansible_operator.controller.queue import Key
+from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.tasklog import task_logger
+from ansible_operator.controller.watching import controller_name
 from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import OperatorError, RetryLater
 from ansible_operator.kube.client import Kube, ResourceInfo
@@ -81,7 +83,6 @@ class ReconcileSettings:
     ansible_log_events: str
     runner_root: Path
     run_timeout: float | None
-    run_kubeconfig: Path | None
 
 
 def _ref(obj: Mapping[str, Any]) -> ObjectRef:
@@ -109,6 +110,7 @@ class Reconciler:
         settings: ReconcileSettings,
         events: EventSink,
         hooks: ReconcileHooks,
+        access: RunAccess,
         cancel: threading.Event,
         now: Callable[[], datetime.datetime] = _now,
     ) -> None:
@@ -118,6 +120,7 @@ class Reconciler:
         self.settings = settings
         self.events = events
         self.hooks = hooks
+        self.access = access
         self.cancel = cancel
         self.now = now
         self._resource: ResourceInfo | None = None
@@ -224,20 +227,29 @@ class Reconciler:
             if written is None:
                 return Outcome(forget=True)
             obj = written
-        request = self._request(obj, ident=ident, deleting=deleting, log=log)
-        what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
-        path = request.playbook or request.role
-        self.events.record(
-            _ref(obj), type="Normal", reason="Running", message=f"Running {what} {path}"
-        )
-        result = self.runner.run(request)
+        with self.access.kubeconfig_for(obj, controller=controller_name(self.watch)) as kubeconfig:
+            request = self._request(
+                obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log
+            )
+            what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
+            path = request.playbook or request.role
+            self.events.record(
+                _ref(obj), type="Normal", reason="Running", message=f"Running {what} {path}"
+            )
+            result = self.runner.run(request)
         self.hooks.run_finished(watch=self.watch, outcome=result.outcome, seconds=result.duration)
         return self._after_run(
             obj, result, deleting=deleting, managed=managed, period=period, log=log
         )
 
     def _request(
-        self, obj: Mapping[str, Any], *, ident: str, deleting: bool, log: ObjectLogger
+        self,
+        obj: Mapping[str, Any],
+        *,
+        ident: str,
+        deleting: bool,
+        kubeconfig: Path,
+        log: ObjectLogger,
     ) -> RunRequest:
         watch, gvk, meta = self.watch, self.watch.gvk, obj["metadata"]
         playbook, role = watch.playbook, watch.role
@@ -271,7 +283,7 @@ class Reconciler:
             verbosity=watch.ansible_verbosity if verbosity is None else verbosity,
             max_artifacts=watch.max_runner_artifacts if artifacts is None else artifacts,
             ansible_args=self.settings.ansible_args,
-            kubeconfig=self.settings.run_kubeconfig,
+            kubeconfig=kubeconfig,
             timeout=self.settings.run_timeout,
             cancel=self.cancel,
             runner_root=self.settings.runner_root,

@@ -180,6 +180,35 @@ class Kube:
         gv = f"{group}/{version}" if group else version
         raise NotFound(404, f"the server does not serve kind {kind} in {gv}")
 
+    def resource_for_plural(self, *, group: str, version: str, plural: str) -> ResourceInfo:
+        """Discovery by a request path's resource segment (the API proxy's view), cached.
+
+        Re-reads the group's discovery once on a miss, so a CRD created earlier
+        in the same play is found. Only kinds the API server stores are
+        returned: a "virtual" kind whose discovery lists no `get` verb
+        (SubjectAccessReview, TokenReview...) raises NotFound like an unknown
+        one, because nothing can own it or watch it. Only this group/version is
+        read, so a broken aggregated API elsewhere does not matter here.
+        """
+        gv = f"{group}/{version}" if group else version
+        for refresh in (False, True):
+            entries = self._resources(group, version, refresh=refresh)
+            for entry in entries:
+                if entry.get("name") != plural:
+                    continue
+                if "get" not in (entry.get("verbs") or ()):
+                    raise NotFound(404, f"{plural} in {gv} is not a stored kind")
+                names = {str(e.get("name")) for e in entries}
+                return ResourceInfo(
+                    group=group,
+                    version=version,
+                    kind=str(entry.get("kind")),
+                    plural=plural,
+                    namespaced=bool(entry.get("namespaced")),
+                    has_status=f"{plural}/status" in names,
+                )
+        raise NotFound(404, f"the server does not serve resource {plural} in {gv}")
+
     # -- objects ---------------------------------------------------------------
 
     def get(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON:

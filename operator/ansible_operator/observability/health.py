@@ -116,6 +116,7 @@ def parse_bind_address(text: str, *, flag: str) -> BindAddress | None:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client must never keep the operator from exiting
+    request_queue_size = 128  # probes, scrapes and many roles' osdk_metric calls at once
 
     def __init__(
         self, address: tuple[str, int], *, family: int, dual_stack: bool, handler: EndpointHandler

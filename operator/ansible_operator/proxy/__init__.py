@@ -1,1 +1,32 @@
-"""proxy: see the package docstring of ansible_operator for where this layer sits."""
+"""proxy: the Kubernetes API endpoint that Ansible runs talk to.
+
+Every run's kubernetes.core modules reach the API server only through the
+`ApiProxy` (loopback HTTP), authenticated by a per-run bearer token from
+`RunCredentials` and written into the run's kubeconfig by `write_kubeconfig`.
+The proxy forwards each request with the operator's own credentials, makes
+the objects a run writes owned by its custom resource (`ownership`), and
+reports each write (`Touch`) so `controller.dependents` can watch the kind.
+
+    credentials  Owner, RunCredentials, RunToken, write_kubeconfig
+    ownership    URL parsing and the ownership rules, as pure functions
+    server       ApiProxy: listener, ownership of writes, follow-up patches
+    handler      one client connection: auth, forwarding, streaming, upgrades
+    upstream     the API server side: pooled TLS connections, the operator's auth
+
+docs/proxy.md describes the behaviour and where it differs from the Go proxy.
+"""
+
+from ansible_operator.proxy.credentials import Owner, RunCredentials, RunToken, write_kubeconfig
+from ansible_operator.proxy.ownership import Mode, Touch
+from ansible_operator.proxy.server import ApiProxy, OnTouch
+
+__all__ = [
+    "ApiProxy",
+    "Mode",
+    "OnTouch",
+    "Owner",
+    "RunCredentials",
+    "RunToken",
+    "Touch",
+    "write_kubeconfig",
+]

@@ -1,0 +1,1 @@
+"""Tests of the project's operator_sdk.util collection (collections/ansible_collections)."""

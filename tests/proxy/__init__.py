@@ -1,0 +1,1 @@
+"""The API proxy and dependent watches against a real API server."""

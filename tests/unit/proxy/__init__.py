@@ -1,0 +1,1 @@
+"""Unit tests of the API proxy and dependent watches (no cluster)."""
