@@ -13,6 +13,7 @@ group killed), and the process exits 0. Losing the leader lease exits 1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import os
@@ -330,18 +331,29 @@ class Manager:
         kwargs: dict[str, Any] = {"clusterwide": True}
         if self.options.namespaces:
             kwargs = {"namespaces": list(self.options.namespaces)}
+        # kopf waits for a threading.Event in an executor thread that cannot be
+        # cancelled, and gives such "hung" tasks 5 s at shutdown; an asyncio
+        # flag, set from our threading flag by a small bridge thread, stops it
+        # at once.
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+
+        def bridge() -> None:
+            self.stop_flag.wait()
+            with contextlib.suppress(RuntimeError):  # the loop may be closed already
+                loop.call_soon_threadsafe(stop.set)
+
+        threading.Thread(target=bridge, name="stop-bridge", daemon=True).start()
         try:
             await kopf.operator(
                 registry=registry,
                 standalone=True,
-                stop_flag=self.stop_flag,
+                stop_flag=stop,
                 ready_flag=self.ready,
                 **kwargs,
             )
         finally:
-            # kopf waits for a threading.Event flag in the loop's default
-            # executor; after a signal stopped it, nobody else sets the flag
-            # and asyncio.run() would wait for that thread forever.
+            # Ends the bridge thread when kopf stopped on a signal.
             self.stop_flag.set()
 
 
@@ -354,8 +366,10 @@ def _register_kopf_basics(registry: kopf.OperatorRegistry) -> None:
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         # We post our own Events with our own reasons; kopf's would duplicate them.
         settings.posting.enabled = False
-        # kopf's per-event logging is noise next to our JSON lines.
-        logging.getLogger("kopf").setLevel(logging.WARNING)
+        # kopf's per-event logging is noise next to our JSON lines, unless
+        # the user asked for debug output.
+        if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+            logging.getLogger("kopf").setLevel(logging.WARNING)
 
 
 def run(options: RunOptions) -> int:

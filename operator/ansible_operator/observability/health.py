@@ -216,7 +216,7 @@ class EndpointServer:
             ) from err
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.2}, name=self._what, daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=self._what, daemon=True
         )
         self._thread.start()
         _log.info("Serving %s", self._what, extra={"address": self._bind_text, "port": self.port})

@@ -181,7 +181,7 @@ class ApiProxy:
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever,
-            kwargs={"poll_interval": 0.5},
+            kwargs={"poll_interval": 0.1},
             name="api-proxy",
             daemon=True,
         )
