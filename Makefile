@@ -81,3 +81,6 @@ run: venv ## run the operator against $$KUBECONFIG, or the local testbed when it
 .PHONY: clean
 clean: testbed-down ## remove .venv and local state (caches outside the repo are kept)
 	rm -rf $(VENV) .testbed .mypy_cache .ruff_cache .pytest_cache
+
+# make bench / bench-quick / bench-reference: side by side with the Go operator (docs/benchmarks.md)
+include bench/bench.mk

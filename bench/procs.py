@@ -1,0 +1,225 @@
+"""Resident memory, CPU time and leftovers of an operator's process tree, read from /proc.
+
+Used by `bench.operators` and the scenarios. An operator's "tree" is its main
+process and every live descendant (ansible-runner, ansible-playbook, module
+interpreters). Figures are the same for both operators:
+
+* RSS: sum of `VmRSS` over the tree (pages shared between processes count once
+  per process, as `ps` would add them up); PSS: sum of `Pss` from
+  `/proc/<pid>/smaps_rollup`, which splits shared pages fairly;
+* CPU: `utime + stime + cutime + cstime` summed over the tree, in seconds. The
+  `c*` fields hold the time of children that already exited and were reaped,
+  so short-lived ansible-playbook processes are counted too.
+
+Leftover processes are found by an environment marker: every operator is
+started with a unique `AO_BENCH_TOKEN`, which its descendants inherit even
+after they were re-parented to init.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+TOKEN_VAR = "AO_BENCH_TOKEN"
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (field 3 onwards)."""
+    try:
+        raw = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return raw.rsplit(")", 1)[-1].split()
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is None or len(fields) < 2:
+            continue
+        children[int(fields[1])].append(int(entry.name))
+    return children
+
+
+def tree(root: int) -> list[int]:
+    """`root` and its live descendants (zombies included: they still hold CPU totals)."""
+    if _stat_fields(root) is None:
+        return []
+    children = _children_map()
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            resident = int((PROC / str(pid) / "statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        total += resident * PAGE_SIZE
+    return total
+
+
+def pss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            text = (PROC / str(pid) / "smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+                break
+    return total
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    ticks = 0
+    for pid in pids:
+        fields = _stat_fields(pid)
+        if fields is None or len(fields) < 15:
+            continue
+        # fields[0] is the state (stat field 3): utime..cstime are stat fields 14..17
+        ticks += sum(int(v) for v in fields[11:15])
+    return ticks / CLOCK_TICKS
+
+
+@dataclass(frozen=True)
+class TreeSample:
+    processes: int
+    rss: int
+    pss: int
+    cpu: float
+
+
+def sample(root: int) -> TreeSample:
+    pids = tree(root)
+    return TreeSample(
+        processes=len(pids), rss=rss_bytes(pids), pss=pss_bytes(pids), cpu=cpu_seconds(pids)
+    )
+
+
+class PeakSampler:
+    """Samples a tree's RSS in a thread; `peak` is the highest sum seen."""
+
+    def __init__(self, root: int, interval: float = 0.5) -> None:
+        self.root = root
+        self.interval = interval
+        self.peak_rss = 0
+        self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="peak-sampler", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            pids = tree(self.root)
+            self.peak_rss = max(self.peak_rss, rss_bytes(pids))
+            self.peak_processes = max(self.peak_processes, len(pids))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all CPUs spent busy since boot (/proc/stat: all but idle and iowait)."""
+    fields = (PROC / "stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
+class OtherLoad:
+    """How much CPU everything else on the machine used while a scenario ran.
+
+    Machine busy time minus the operator tree, the bench control plane and this
+    benchmark process, as a share of all CPUs (0.0 = nothing else ran, 1.0 = all
+    CPUs busy with other work). The machine is shared, so this says how noisy a run was.
+    """
+
+    def __init__(self, operator_pid: int, cluster_pids: list[int]) -> None:
+        self.operator_pid = operator_pid
+        self.cluster_pids = cluster_pids
+        self._start = self._read()
+        self._began = time.monotonic()
+
+    def _read(self) -> tuple[float, float]:
+        own = sum(os.times()[:4])
+        ours = cpu_seconds(tree(self.operator_pid)) + cpu_seconds(self.cluster_pids) + own
+        return machine_busy_seconds(), ours
+
+    def share(self) -> float:
+        busy, ours = self._read()
+        elapsed = time.monotonic() - self._began
+        other = (busy - self._start[0]) - (ours - self._start[1])
+        return max(0.0, other / (elapsed * (os.cpu_count() or 1)))
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Live, non-zombie processes whose environment carries `AO_BENCH_TOKEN=token`."""
+    marker = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker not in env.split(b"\0"):
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None and fields[0] not in {"Z", "X"}:
+            found.append(int(entry.name))
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        return (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def wait_gone(pids: list[int], timeout: float) -> list[int]:
+    """Wait until none of `pids` is alive; return those still alive at the deadline."""
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if (f := _stat_fields(p)) is not None and f[0] not in {"Z", "X"}]
+        if alive:
+            time.sleep(0.1)
+    return alive
+
+
+def count_entries(root: Path) -> tuple[int, int]:
+    """(files, directories) below `root`, not counting `root` itself; symlinks count as files."""
+    files = dirs = 0
+    if not root.is_dir():
+        return 0, 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        links = sum(1 for d in dirnames if os.path.islink(os.path.join(dirpath, d)))
+        dirs += len(dirnames) - links
+        files += len(filenames) + links
+    return files, dirs

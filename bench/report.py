@@ -1,0 +1,167 @@
+"""The pure part of the benchmark: statistics, the figure list, the table and the JSON file.
+
+Used by `bench.run` after the scenarios, and by tests/bench without any cluster.
+`collect` turns the per-operator scenario results into a flat list of figures
+(one per row), each with both operators' values and the ratio ours / Go's;
+`table` renders them as a Markdown table; `write` stores the whole report as
+`<dir>/<timestamp>.json` and `<dir>/latest.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+OPERATORS = ("python", "go")
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str  # "<scenario>.<name>" in the results
+    label: str  # may use {latency} {burst} {steady} {idle} {churn} {concurrency}
+    unit: str
+    better: str = "lower"  # or "higher"
+
+
+FIGURES: tuple[Figure, ...] = (
+    Figure("startup.ready_seconds", "start-up: process start to /readyz OK (median)", "s"),
+    Figure("startup.rss_mib", "start-up: RSS of the process tree when ready (median)", "MiB"),
+    Figure("startup.stop_seconds", "stop: SIGTERM to exit, idle (median)", "s"),
+    Figure("latency.one_median", "latency, 1-task role: create → Successful, median", "s"),
+    Figure("latency.one_p90", "latency, 1-task role: p90", "s"),
+    Figure("latency.five_median", "latency, 5-task role: create → Successful, median", "s"),
+    Figure("latency.five_p90", "latency, 5-task role: p90", "s"),
+    Figure("latency.first_one", "latency of the very first CR (cold, 1-task)", "s"),
+    Figure("burst.seconds", "burst of {burst} CRs: create → all Successful", "s"),
+    Figure("burst.throughput", "burst throughput", "CR/s", "higher"),
+    Figure("burst.peak_rss_mib", "burst: peak RSS of the tree", "MiB"),
+    Figure("burst.cpu_per_reconcile", "burst: CPU per reconcile (tree)", "s"),
+    Figure("steady.rss_mib", "steady, {steady} CRs after {idle}s idle: RSS of the tree", "MiB"),
+    Figure("steady.pss_mib", "steady: PSS of the tree", "MiB"),
+    Figure("steady.idle_cpu_seconds", "steady: CPU used during {idle}s idle", "s"),
+    Figure("steady.cpu_per_reconcile", "steady: CPU per reconcile (tree)", "s"),
+    Figure("steady.api_per_reconcile", "steady: API requests per reconcile (no watches)", "req"),
+    Figure(
+        "steady.idle_api_per_minute",
+        "steady: API requests per minute while idle (watches aside)",
+        "req/min",
+    ),
+    Figure("churn.seconds", "churn, {churn} create/update/delete cycles: duration", "s"),
+    Figure("churn.leaked_runner_entries", "churn: files+dirs left in the runner dir", "count"),
+    Figure("churn.leaked_tmp_entries", "churn: files left in TMPDIR", "count"),
+    Figure("churn.leaked_sockets", "churn: event sockets left in /tmp", "count"),
+    Figure("churn.leftover_objects", "churn: ConfigMaps left by deleted CRs", "count"),
+    Figure("churn.extra_processes", "churn: child processes still alive after settling", "count"),
+    Figure("churn.leftover_processes", "churn: processes left after the operator stopped", "count"),
+    Figure("churn.rss_mib", "churn: RSS of the tree afterwards", "MiB"),
+    Figure("latency.other_load", "noise: other work on the machine during latency", "CPU share"),
+    Figure("burst.other_load", "noise: other work during burst", "CPU share"),
+    Figure("steady.other_load", "noise: other work during steady", "CPU share"),
+    Figure("churn.other_load", "noise: other work during churn", "CPU share"),
+)
+
+
+def lookup(results: Mapping[str, Any], key: str) -> float | None:
+    scenario, _, name = key.partition(".")
+    value = (results.get(scenario) or {}).get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return float(value)
+
+
+def ratio(ours: float | None, theirs: float | None) -> float | None:
+    """ours / theirs; None when either is missing or theirs is 0 (unless both are 0: 1.0)."""
+    if ours is None or theirs is None:
+        return None
+    if theirs == 0:
+        return 1.0 if ours == 0 else None
+    return ours / theirs
+
+
+def collect(
+    results: Mapping[str, Mapping[str, Any]], sizes: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    rows = []
+    for fig in FIGURES:
+        ours = lookup(results.get("python") or {}, fig.key)
+        theirs = lookup(results.get("go") or {}, fig.key)
+        if ours is None and theirs is None:
+            continue
+        rows.append(
+            {
+                "key": fig.key,
+                "label": fig.label.format(**sizes),
+                "unit": fig.unit,
+                "better": fig.better,
+                "python": ours,
+                "go": theirs,
+                "ratio": ratio(ours, theirs),
+            }
+        )
+    return rows
+
+
+def fmt_value(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit == "count" or abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def fmt_ratio(value: float | None, ours: float | None, theirs: float | None) -> str:
+    if value is None:
+        if ours is not None and theirs == 0:
+            return "∞ (Go: 0)"
+        return "-"
+    return f"{value:.2f}x"
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = [
+        "| figure | unit | ours (Python) | Go v1.42.3 | ours / Go |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        unit = str(row["unit"])
+        lines.append(
+            f"| {row['label']} | {unit} | {fmt_value(row['python'], unit)} | "
+            f"{fmt_value(row['go'], unit)} | {fmt_ratio(row['ratio'], row['python'], row['go'])} |"
+        )
+    return "\n".join(lines)
+
+
+def write(report: Mapping[str, Any], out_dir: Path, stamp: str) -> Path:
+    """Write `<out_dir>/<stamp>.json` and `<out_dir>/latest.json`; return the first."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
+    path = out_dir / f"{stamp}.json"
+    path.write_text(text)
+    latest = out_dir / "latest.json"
+    tmp = latest.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(latest)
+    return path

@@ -1,0 +1,331 @@
+"""`make bench`: our operator and the Go ansible-operator v1.42.3, side by side.
+
+Usage: python -m bench.run [--quick] [--scenarios latency,burst,steady,churn]
+       [--operators python,go] [--concurrency 4] [--latency N] [--burst N]
+       [--steady M] [--idle S] [--churn C] [--out bench/results] [--no-chart]
+
+Flow: build or reuse the reference (`bench.reference`); start a dedicated
+control plane in a fresh state dir under /tmp (`bench.cluster`, never the
+shared .testbed/); measure its own background API traffic; then for each
+scenario and each operator (the order alternates per scenario) start that
+operator alone against a fresh namespace, run the scenario (`bench.scenarios`),
+stop the operator and record what it left behind. Finally print the table,
+write bench/results/<timestamp>.json and latest.json, and draw latest.png with
+the reference venv's matplotlib (`bench/chart.py`). Everything it started is
+stopped on exit, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench import procs, reference, report, scenarios
+from bench.cluster import ApiCounter, BenchCluster
+from bench.operators import OperatorExited, OperatorRun, go_operator, python_operator
+from bench.scenarios import MIB, Context, Sizes
+
+HERE = Path(__file__).resolve().parent
+
+
+def say(message: str) -> None:
+    stamp = datetime.datetime.now().strftime("%H:%M:%S")
+    print(f"[bench {stamp}] {message}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+    parser.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS))
+    parser.add_argument("--operators", default="python,go")
+    parser.add_argument("--concurrency", type=int, default=4, help="max concurrent reconciles")
+    for name in ("latency", "burst", "steady", "churn"):
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"{name} size")
+    parser.add_argument("--idle", type=float, default=None, help="idle seconds (steady)")
+    parser.add_argument(
+        "--latency-rounds", type=int, default=None, help="split latency into rounds (ABBA order)"
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--no-chart", action="store_true")
+    parser.add_argument("--keep-workdir", action="store_true", help="keep logs and runner dirs")
+    args = parser.parse_args(argv)
+    unknown = set(args.scenarios.split(",")) - set(scenarios.SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    if set(args.operators.split(",")) - {"python", "go"}:
+        parser.error("--operators takes python and/or go")
+    return args
+
+
+def sizes_from(args: argparse.Namespace) -> Sizes:
+    base = Sizes.quick(args.concurrency) if args.quick else Sizes(concurrency=args.concurrency)
+    overrides = {
+        k: getattr(args, k)
+        for k in ("latency", "burst", "steady", "churn", "idle", "latency_rounds")
+        if getattr(args, k) is not None
+    }
+    return Sizes(**{**base.__dict__, **overrides})
+
+
+def ours() -> dict[str, Any]:
+    """Which code of ours was measured: the commit, and whether operator/ had local changes."""
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=HERE.parent, check=True, capture_output=True, text=True
+            ).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    version = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-operator"), "version"],
+        check=False,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "operator_tree_dirty": bool(git("status", "--porcelain", "--", "operator")),
+        "version": version,
+    }
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.sizes = sizes_from(args)
+        self.operators = args.operators.split(",")
+        self.workdir = Path(tempfile.mkdtemp(prefix="ao-bench-work-"))
+        self.results: dict[str, dict[str, Any]] = {op: {} for op in self.operators}
+        self.runs: list[dict[str, Any]] = []
+        self.ref: reference.Reference | None = None
+
+    def make_operator(self, name: str, cluster: BenchCluster, namespace: str) -> OperatorRun:
+        workdir = self.workdir / f"{namespace}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        if name == "python":
+            return python_operator(
+                kubeconfig=cluster.kubeconfig,
+                namespace=namespace,
+                workdir=workdir,
+                concurrency=self.sizes.concurrency,
+            )
+        assert self.ref is not None
+        return go_operator(
+            kubeconfig=cluster.kubeconfig,
+            namespace=namespace,
+            workdir=workdir,
+            concurrency=self.sizes.concurrency,
+            reference=self.ref,
+        )
+
+    def start_operator(
+        self, name: str, cluster: BenchCluster, namespace: str, record: dict[str, Any]
+    ) -> OperatorRun:
+        """Start `name`; retry twice when it exits at once (a port taken by someone else)."""
+        for attempt in range(3):
+            op = self.make_operator(name, cluster, namespace)
+            try:
+                record["ready_seconds"] = op.start()
+                return op
+            except OperatorExited as err:
+                op.stop()
+                tail = op.log.read_text(errors="replace")[-300:] if op.log.exists() else ""
+                say(f"{err} (attempt {attempt + 1}/3): ...{tail.strip()}")
+                if attempt == 2:
+                    raise
+                time.sleep(5)
+        raise AssertionError("unreachable")
+
+    def run_one(
+        self,
+        cluster: BenchCluster,
+        api: ApiCounter,
+        scenario: str,
+        name: str,
+        sizes: Sizes | None = None,
+    ) -> dict[str, Any]:
+        namespace = cluster.new_namespace(f"{scenario}-{name}")
+        sockets_before = scenarios._sockets()
+        record: dict[str, Any] = {"scenario": scenario, "operator": name, "namespace": namespace}
+        result: dict[str, Any] = {}
+        op: OperatorRun | None = None
+        say(f"{scenario}: starting the {name} operator in namespace {namespace}")
+        try:
+            op = self.start_operator(name, cluster, namespace, record)
+            time.sleep(1.0)  # let the first list/watch settle before measuring
+            record["rss_mib_ready"] = procs.sample(op.pid).rss / MIB
+            ctx = Context(cluster=cluster, operator=op, sizes=sizes or self.sizes, api=api)
+            other = procs.OtherLoad(op.pid, cluster.pids())
+            began = time.monotonic()
+            if scenario == "churn":
+                result = scenarios.churn(ctx, sockets_before)
+            else:
+                result = getattr(scenarios, scenario)(ctx)
+            record["seconds"] = time.monotonic() - began
+            record["other_load"] = round(other.share(), 3)
+            result["other_load"] = record["other_load"]
+        except Exception as err:
+            say(f"{scenario}/{name} failed: {err}")
+            traceback.print_exc()
+            result = {"error": f"{type(err).__name__}: {err}"}
+        finally:
+            if op is not None and op.proc is not None:
+                record.update(op.stop())
+            if op is not None and not self.args.keep_workdir:
+                op.cleanup()
+        if scenario == "churn" and "error" not in result:
+            result["leftover_processes"] = len(record.get("leftover_processes") or [])
+        record["result"] = result
+        self.runs.append(record)
+        summary = {k: v for k, v in result.items() if isinstance(v, int | float)}
+        summary["other_load"] = record.get("other_load", float("nan"))
+        say(f"{scenario}/{name}: " + ", ".join(f"{k}={v:.3g}" for k, v in summary.items()))
+        return result
+
+    def run_scenario(
+        self, cluster: BenchCluster, api: ApiCounter, scenario: str, order: list[str]
+    ) -> None:
+        rounds = self.sizes.latency_rounds if scenario == "latency" else 1
+        if rounds <= 1:
+            for name in order:
+                self.results[name][scenario] = self.run_one(cluster, api, scenario, name)
+            return
+        # Latency in rounds, operators in ABBA order, so that a burst of other work
+        # on the shared machine does not land on one operator only.
+        per_round = dataclasses.replace(
+            self.sizes, latency=max(1, math.ceil(self.sizes.latency / rounds))
+        )
+        parts: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
+        for index in range(rounds):
+            for name in order if index % 2 == 0 else list(reversed(order)):
+                parts[name].append(self.run_one(cluster, api, scenario, name, per_round))
+        for name, results in parts.items():
+            self.results[name][scenario] = scenarios.merge_latency(results)
+
+    def startup_figures(self) -> None:
+        for name in self.operators:
+            mine = [r for r in self.runs if r["operator"] == name and "ready_seconds" in r]
+            ready = [r["ready_seconds"] for r in mine]
+            rss = [r["rss_mib_ready"] for r in mine if "rss_mib_ready" in r]
+            stops = [float(r["stop_seconds"]) for r in mine if "stop_seconds" in r]
+            if ready:
+                self.results[name]["startup"] = {
+                    "ready_seconds": report.median(ready),
+                    "rss_mib": report.median(rss),
+                    "stop_seconds": report.median(stops),
+                    "samples": len(ready),
+                }
+
+    def run(self) -> dict[str, Any]:
+        if "go" in self.operators:
+            say("building or reusing the reference (Go ansible-operator and its Python)")
+            self.ref = reference.ensure()
+        meta: dict[str, Any] = {
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "sizes": self.sizes.__dict__,
+            "quick": self.args.quick,
+            "machine": machine(),
+            "ours": ours(),
+            "reference": {"module": reference.MODULE, "version": reference.VERSION},
+        }
+        cluster = BenchCluster()
+        try:
+            say(f"starting the bench control plane in {cluster.state_dir}")
+            say(cluster.up().replace("\n", "; "))
+            api = ApiCounter(cluster.client)
+            say(f"measuring the cluster's own API traffic for {self.sizes.background:g}s")
+            api.measure_background(self.sizes.background)
+            meta["background_requests_per_second"] = round(sum(api.background.values()), 2)
+            for index, scenario in enumerate(self.args.scenarios.split(",")):
+                order = self.operators if index % 2 == 0 else list(reversed(self.operators))
+                self.run_scenario(cluster, api, scenario, order)
+        finally:
+            say("stopping the bench control plane")
+            cluster.down()
+            if not self.args.keep_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            else:
+                say(f"logs and runner dirs kept in {self.workdir}")
+        self.startup_figures()
+        meta["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        meta["finished"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        rows = report.collect(self.results, self.sizes.as_labels())
+        return {"meta": meta, "figures": rows, "results": self.results, "runs": self.runs}
+
+
+def draw_chart(json_path: Path, png: Path) -> None:
+    python = reference.default_cache() / "venv" / "bin" / "python"
+    if not python.exists():
+        say("no reference venv: chart skipped")
+        return
+    result = subprocess.run(
+        [str(python), str(HERE / "chart.py"), str(json_path), str(png)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        say(f"chart failed: {result.stderr.strip()[-500:]}")
+    else:
+        say(f"chart: {png}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    bench = Bench(args)
+    try:
+        data = bench.run()
+    except reference.ReferenceError as err:
+        say(f"error: {err}")
+        return 1
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    path = report.write(data, args.out, stamp)
+    sizes = bench.sizes
+    print()
+    print(
+        f"Sizes: latency {sizes.latency} CRs per role, burst {sizes.burst}, steady {sizes.steady} "
+        f"+ {sizes.idle:g}s idle, churn {sizes.churn}; concurrency {sizes.concurrency}; "
+        f"{os.cpu_count()} CPUs, load {data['meta']['machine']['loadavg_start']} → "
+        f"{data['meta']['machine']['loadavg_end']}"
+    )
+    loads = [r["other_load"] for r in bench.runs if "other_load" in r]
+    if loads:
+        print(
+            f"Other work on the machine during the runs: {min(loads):.0%} to {max(loads):.0%} "
+            "of all CPUs (shared machine: compare the ratios, not the absolute figures)."
+        )
+    print()
+    print(report.table(data["figures"]))
+    print()
+    print(f"JSON: {path} (and {args.out / 'latest.json'})")
+    if not args.no_chart:
+        draw_chart(path, args.out / "latest.png")
+    failed = [r for r in bench.runs if "error" in r["result"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
