@@ -16,36 +16,13 @@ import pytest
 import yaml
 from kubernetes import client
 
-from testbed.probes import wait_until
-from tests.e2e.harness import PROJECT, OperatorProcess
+from tests.e2e.harness import PROJECT, OperatorProcess, apply_crds
 
 
 @pytest.fixture(scope="session")
 def e2e_crds(api_client: Any) -> list[str]:
-    ext = client.ApiextensionsV1Api(api_client)
-    names = []
-    for doc in yaml.safe_load_all((PROJECT / "crds" / "crds.yaml").read_text()):
-        names.append(doc["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(doc)
-        except client.ApiException as err:
-            if err.status != 409:
-                raise
-            current = ext.read_custom_resource_definition(doc["metadata"]["name"])
-            doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
-
-    def established() -> bool:
-        for name in names:
-            crd = ext.read_custom_resource_definition(name)
-            if not any(
-                c.type == "Established" and c.status == "True" for c in crd.status.conditions or []
-            ):
-                return False
-        return True
-
-    wait_until("e2e CRDs established", established, timeout=60)
-    return names
+    docs = yaml.safe_load_all((PROJECT / "crds" / "crds.yaml").read_text())
+    return apply_crds(api_client, docs, what="e2e")
 
 
 def make_namespace(api_client: Any, prefix: str) -> str:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +232,32 @@ def run_processes(marker: str) -> list[str]:
 
 def pause(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def apply_crds(api: Any, docs: Iterable[dict[str, Any]], *, what: str) -> list[str]:
+    """Create (or replace) CustomResourceDefinitions and wait until all are Established."""
+    ext = client.ApiextensionsV1Api(api)
+    names = []
+    for doc in docs:
+        if doc.get("kind") != "CustomResourceDefinition":  # e.g. a kustomization.yaml
+            continue
+        names.append(doc["metadata"]["name"])
+        try:
+            ext.create_custom_resource_definition(doc)
+        except client.ApiException as err:
+            if err.status != 409:
+                raise
+            current = ext.read_custom_resource_definition(doc["metadata"]["name"])
+            doc["metadata"]["resourceVersion"] = current.metadata.resource_version
+            ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
+
+    def established() -> bool:
+        for name in names:
+            crd = ext.read_custom_resource_definition(name)
+            conds = (crd.status and crd.status.conditions) or []
+            if not any(c.type == "Established" and c.status == "True" for c in conds):
+                return False
+        return True
+
+    wait_until(f"{what} CRDs established", established, timeout=60)
+    return names

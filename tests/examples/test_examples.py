@@ -33,7 +33,7 @@ import yaml
 from kubernetes import client
 
 from testbed.probes import wait_until
-from tests.e2e.harness import OperatorProcess, free_port
+from tests.e2e.harness import OperatorProcess, apply_crds, free_port
 
 pytestmark = pytest.mark.cluster
 
@@ -193,32 +193,8 @@ def _assert_secret_never_logged(api: Any, ns: str, secret: str, operator: Operat
 
 @pytest.fixture(scope="module")
 def example_crds(api_client: Any) -> list[str]:
-    ext = client.ApiextensionsV1Api(api_client)
-    names = []
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        if doc.get("kind") != "CustomResourceDefinition":  # kustomization.yaml
-            continue
-        names.append(doc["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(doc)
-        except client.ApiException as err:
-            if err.status != 409:
-                raise
-            current = ext.read_custom_resource_definition(doc["metadata"]["name"])
-            doc["metadata"]["resourceVersion"] = current.metadata.resource_version
-            ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
-
-    def established() -> bool:
-        for name in names:
-            crd = ext.read_custom_resource_definition(name)
-            conds = (crd.status and crd.status.conditions) or []
-            if not any(c.type == "Established" and c.status == "True" for c in conds):
-                return False
-        return True
-
-    wait_until("example CRDs established", established, timeout=60)
-    return names
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml"))]
+    return apply_crds(api_client, docs, what="example")
 
 
 @pytest.fixture(scope="module")
