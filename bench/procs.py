@@ -150,12 +150,29 @@ def machine_busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
 
 
+def kernel_thread_seconds() -> float:
+    """CPU seconds of the kernel's own threads (kthreadd and its children: kworker, ...)."""
+    ticks = 0
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is None or len(fields) < 13:
+            continue
+        if entry.name == "2" or fields[1] == "2":
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / CLOCK_TICKS
+
+
 class OtherLoad:
     """How much CPU everything else on the machine used while a scenario ran.
 
-    Machine busy time minus the operator tree, the bench control plane and this
-    benchmark process, as a share of all CPUs (0.0 = nothing else ran, 1.0 = all
-    CPUs busy with other work). The machine is shared, so this says how noisy a run was.
+    Machine busy time minus the operator tree, the bench control plane, this
+    benchmark process and the kernel's own threads, as a share of all CPUs
+    (0.0 = nothing else ran, 1.0 = all CPUs busy with other work): other
+    people's processes on the shared machine. The kernel threads (kworker, ...)
+    are reported apart: they work for everybody, the benchmark included, so
+    their time cannot be attributed (it is small: about 1 % of the CPUs).
     """
 
     def __init__(self, operator_pid: int, cluster_pids: list[int]) -> None:
@@ -164,16 +181,18 @@ class OtherLoad:
         self._start = self._read()
         self._began = time.monotonic()
 
-    def _read(self) -> tuple[float, float]:
+    def _read(self) -> tuple[float, float, float]:
         own = sum(os.times()[:4])
         ours = cpu_seconds(tree(self.operator_pid)) + cpu_seconds(self.cluster_pids) + own
-        return machine_busy_seconds(), ours
+        return machine_busy_seconds(), ours, kernel_thread_seconds()
 
-    def share(self) -> float:
-        busy, ours = self._read()
-        elapsed = time.monotonic() - self._began
-        other = (busy - self._start[0]) - (ours - self._start[1])
-        return max(0.0, other / (elapsed * (os.cpu_count() or 1)))
+    def shares(self) -> tuple[float, float]:
+        """(other processes, kernel threads), each as a share of all CPUs."""
+        busy, ours, kernel = self._read()
+        capacity = (time.monotonic() - self._began) * (os.cpu_count() or 1)
+        kernel_delta = kernel - self._start[2]
+        other = (busy - self._start[0]) - (ours - self._start[1]) - kernel_delta
+        return max(0.0, other / capacity), max(0.0, kernel_delta / capacity)
 
 
 def processes_with_token(token: str) -> list[int]:

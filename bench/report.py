@@ -62,7 +62,7 @@ FIGURES: tuple[Figure, ...] = (
     Figure("steady.api_per_reconcile", "steady: API requests per reconcile (no watches)", "req"),
     Figure(
         "steady.idle_api_per_minute",
-        "steady: API requests per minute while idle (watches aside)",
+        "steady: API requests per minute while idle (no watches)",
         "req/min",
     ),
     Figure("churn.seconds", "churn, {churn} create/update/delete cycles: duration", "s"),
@@ -73,10 +73,14 @@ FIGURES: tuple[Figure, ...] = (
     Figure("churn.extra_processes", "churn: child processes still alive after settling", "count"),
     Figure("churn.leftover_processes", "churn: processes left after the operator stopped", "count"),
     Figure("churn.rss_mib", "churn: RSS of the tree afterwards", "MiB"),
-    Figure("latency.other_load", "noise: other work on the machine during latency", "CPU share"),
-    Figure("burst.other_load", "noise: other work during burst", "CPU share"),
-    Figure("steady.other_load", "noise: other work during steady", "CPU share"),
-    Figure("churn.other_load", "noise: other work during churn", "CPU share"),
+    Figure("latency.other_load", "noise: other processes' CPU during latency", "CPU share"),
+    Figure("burst.other_load", "noise: other processes' CPU during burst", "CPU share"),
+    Figure("steady.other_load", "noise: other processes' CPU during steady", "CPU share"),
+    Figure("churn.other_load", "noise: other processes' CPU during churn", "CPU share"),
+    Figure("latency.kernel_load", "kernel threads' CPU during latency", "CPU share"),
+    Figure("burst.kernel_load", "kernel threads' CPU during burst", "CPU share"),
+    Figure("steady.kernel_load", "kernel threads' CPU during steady", "CPU share"),
+    Figure("churn.kernel_load", "kernel threads' CPU during churn", "CPU share"),
 )
 
 

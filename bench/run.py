@@ -185,8 +185,9 @@ class Bench:
             else:
                 result = getattr(scenarios, scenario)(ctx)
             record["seconds"] = time.monotonic() - began
-            record["other_load"] = round(other.share(), 3)
-            result["other_load"] = record["other_load"]
+            others, kernel = other.shares()
+            record["other_load"] = result["other_load"] = round(others, 3)
+            record["kernel_load"] = result["kernel_load"] = round(kernel, 3)
         except Exception as err:
             say(f"{scenario}/{name} failed: {err}")
             traceback.print_exc()
@@ -314,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     loads = [r["other_load"] for r in bench.runs if "other_load" in r]
     if loads:
         print(
-            f"Other work on the machine during the runs: {min(loads):.0%} to {max(loads):.0%} "
-            "of all CPUs (shared machine: compare the ratios, not the absolute figures)."
+            f"Other people's processes used {min(loads):.0%} to {max(loads):.0%} of all CPUs "
+            "during the runs (shared machine: read the ratios next to the noise rows)."
         )
     print()
     print(report.table(data["figures"]))

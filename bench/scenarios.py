@@ -122,9 +122,10 @@ def merge_latency(parts: list[dict[str, Any]]) -> dict[str, Any]:
     if not good:
         return {"error": "; ".join(errors)}
     out: dict[str, Any] = {"rounds": len(parts)}
-    loads = [p["other_load"] for p in good if "other_load" in p]
-    if loads:
-        out["other_load"] = sum(loads) / len(loads)
+    for load in ("other_load", "kernel_load"):
+        values = [p[load] for p in good if load in p]
+        if values:
+            out[load] = sum(values) / len(values)
     if errors:
         out["round_errors"] = errors
     for short in ("one", "five"):
