@@ -21,7 +21,7 @@ COLLECTIONS_STAMP := $(VENV)/.collections
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 $(VENV_STAMP): pyproject.toml requirements/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

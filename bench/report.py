@@ -39,7 +39,7 @@ class Figure:
     key: str  # "<scenario>.<name>" in the results
     label: str  # may use {latency} {burst} {steady} {idle} {churn} {concurrency}
     unit: str
-    better: str = "lower"  # or "higher"
+    better: str = "lower"  # or "higher", or "context" (no ratio: conditions, not results)
 
 
 FIGURES: tuple[Figure, ...] = (
@@ -73,14 +73,14 @@ FIGURES: tuple[Figure, ...] = (
     Figure("churn.extra_processes", "churn: child processes still alive after settling", "count"),
     Figure("churn.leftover_processes", "churn: processes left after the operator stopped", "count"),
     Figure("churn.rss_mib", "churn: RSS of the tree afterwards", "MiB"),
-    Figure("latency.other_load", "noise: other processes' CPU during latency", "CPU share"),
-    Figure("burst.other_load", "noise: other processes' CPU during burst", "CPU share"),
-    Figure("steady.other_load", "noise: other processes' CPU during steady", "CPU share"),
-    Figure("churn.other_load", "noise: other processes' CPU during churn", "CPU share"),
-    Figure("latency.kernel_load", "kernel threads' CPU during latency", "CPU share"),
-    Figure("burst.kernel_load", "kernel threads' CPU during burst", "CPU share"),
-    Figure("steady.kernel_load", "kernel threads' CPU during steady", "CPU share"),
-    Figure("churn.kernel_load", "kernel threads' CPU during churn", "CPU share"),
+    Figure("latency.other_load", "noise: others' CPU during latency", "CPU share", "context"),
+    Figure("burst.other_load", "noise: others' CPU during burst", "CPU share", "context"),
+    Figure("steady.other_load", "noise: others' CPU during steady", "CPU share", "context"),
+    Figure("churn.other_load", "noise: others' CPU during churn", "CPU share", "context"),
+    Figure("latency.kernel_load", "kernel threads' CPU during latency", "CPU share", "context"),
+    Figure("burst.kernel_load", "kernel threads' CPU during burst", "CPU share", "context"),
+    Figure("steady.kernel_load", "kernel threads' CPU during steady", "CPU share", "context"),
+    Figure("churn.kernel_load", "kernel threads' CPU during churn", "CPU share", "context"),
 )
 
 
@@ -120,7 +120,7 @@ def collect(
                 "better": fig.better,
                 "python": ours,
                 "go": theirs,
-                "ratio": ratio(ours, theirs),
+                "ratio": None if fig.better == "context" else ratio(ours, theirs),
             }
         )
     return rows
@@ -137,6 +137,8 @@ def fmt_value(value: float | None, unit: str = "") -> str:
 
 
 def fmt_ratio(value: float | None, ours: float | None, theirs: float | None) -> str:
+    if value is None and ours is not None and theirs is not None and theirs != 0:
+        return "-"
     if value is None:
         if ours is not None and theirs == 0:
             return "∞ (Go: 0)"

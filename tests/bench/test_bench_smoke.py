@@ -136,3 +136,12 @@ def test_latency_rounds_are_pooled() -> None:
     assert merged["five_median"] == 5.0
     assert merged["round_errors"] == ["boom"]
     assert merge_latency([{"error": "x"}]) == {"error": "x"}
+
+
+def test_noise_rows_get_no_ratio() -> None:
+    rows = report.collect(
+        {"python": {"steady": {"other_load": 0.5}}, "go": {"steady": {"other_load": 0.1}}}, SIZES
+    )
+    assert rows[0]["better"] == "context"
+    assert rows[0]["ratio"] is None
+    assert report.table(rows).splitlines()[-1].endswith("| 0.50 | 0.10 | - |")
