@@ -141,10 +141,11 @@ class ControlPlane:
         raise AssertionError("unreachable")
 
     def _ensure_binaries(self) -> None:
-        if self.layout.missing_binaries():
-            subprocess.run(
-                [str(PACKAGE_DIR / "build.sh"), "all"], check=True, stdout=subprocess.DEVNULL
-            )
+        # build.sh reuses what is cached and intact (size and sha256 as built,
+        # ~2 s for all six) and rebuilds what is missing or damaged.
+        subprocess.run(
+            [str(PACKAGE_DIR / "build.sh"), "all"], check=True, stdout=subprocess.DEVNULL
+        )
         missing = self.layout.missing_binaries()
         if missing:
             raise TestbedError(f"missing binaries in {self.layout.bin_dir}: {', '.join(missing)}")
@@ -212,8 +213,16 @@ class ControlPlane:
                 alive=lambda: processes.is_running(proc),
             )
         except probes.NotReady as err:
+            ended = processes.how_it_ended(proc)
+            hint = ""
+            if ended.startswith("killed by SIGSEGV") or ended.startswith("killed by SIGBUS"):
+                # A damaged binary dies this way before it can log anything.
+                hint = (
+                    f" ({proc.argv[0]} may be damaged: `make testbed-build` checks and rebuilds it)"
+                )
             raise TestbedError(
-                f"{err}; last lines of {proc.log}:\n{processes.tail(proc.log)}"
+                f"{err}{f' ({ended})' if ended else ''}{hint}; "
+                f"last lines of {proc.log}:\n{processes.tail(proc.log)}"
             ) from err
 
     def _register_nodes(self, api: probes.Api, procs: list[Process]) -> float:

@@ -57,10 +57,28 @@ def spawn(
     return Process(name=name, pid=child.pid, argv=tuple(argv), log=str(log))
 
 
+# How our own children ended, by pid, as collected by `_reap`: the only record
+# of a component that died before writing a line to its log.
+_ended: dict[int, int] = {}
+
+
 def _reap(pid: int) -> None:
     # A child of this very process stays a zombie until waited for.
     with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            _ended[pid] = status
+
+
+def how_it_ended(proc: Process) -> str:
+    """'exit code N' or 'killed by SIGNAME' for a child that ended, else ''."""
+    _reap(proc.pid)
+    status = _ended.get(proc.pid)
+    if status is None:
+        return ""
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
 
 
 def is_running(proc: Process) -> bool:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from testbed import processes
+from testbed import control_plane, processes
 from testbed.control_plane import ControlPlane
 from testbed.layout import Layout
 
@@ -91,3 +92,73 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
     stubborn = processes.spawn("stubborn", [sys.executable, "-c", script], log=tmp_path / "s.log")
     processes.stop(stubborn, grace=0.5)
     assert not processes.is_running(stubborn)
+
+
+@pytest.mark.parametrize(
+    ("script", "ended"),
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "killed by SIGSEGV"),
+        ("raise SystemExit(3)", "exit code 3"),
+    ],
+)
+def test_a_component_that_dies_silently_is_reported_with_how_it_ended(
+    tmp_path: Path, script: str, ended: str
+) -> None:
+    # A truncated kube-apiserver dies of SIGSEGV before writing a log line; the
+    # error must say so instead of showing an empty log.
+    proc = processes.spawn("crasher", [sys.executable, "-c", script], log=tmp_path / "c.log")
+    plane = ControlPlane(Layout.default())
+    with pytest.raises(control_plane.TestbedError) as caught:
+        plane._wait(proc, "http://127.0.0.1:9/never", None)
+    message = str(caught.value)
+    assert f"crasher: the process exited before it became ready ({ended})" in message
+    assert ("may be damaged" in message) == ended.startswith("killed by SIGSEGV")
+
+
+BUILD = Path(__file__).resolve().parents[2] / "testbed" / "build.sh"
+
+
+def _build(command: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **({"TESTBED_CACHE": str(cache)} if cache else {})}
+    return subprocess.run(
+        [str(BUILD), command], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def _to_rebuild(result: subprocess.CompletedProcess[str]) -> list[str]:
+    assert result.returncode == 1, result.stderr
+    return result.stderr.split("to rebuild:", 1)[1].split()
+
+
+def test_the_cached_binaries_are_intact() -> None:
+    # make test runs testbed-build first, so every binary must verify.
+    result = _build("verify")
+    assert result.returncode == 0, result.stderr
+
+
+def test_build_verify_finds_missing_damaged_and_outdated_binaries(tmp_path: Path) -> None:
+    # A copy of the real cache's etcd, the smallest binary; the rest are missing.
+    real_bin = Path(_build("path").stdout.strip())
+    cache = tmp_path / "cache"
+    (cache / "bin").mkdir(parents=True)
+    (cache / "stamps").mkdir()
+    etcd = cache / "bin" / "etcd"
+    shutil.copy2(real_bin / "etcd", etcd)
+    for stamp in ("etcd", "etcd.sum"):
+        shutil.copy2(real_bin.parent / "stamps" / stamp, cache / "stamps" / stamp)
+
+    to_rebuild = _to_rebuild(_build("verify", cache))
+    assert "etcd" not in to_rebuild
+    assert {"kwok", "kube-apiserver", "kube-controller-manager", "kubectl"} <= set(to_rebuild)
+
+    with etcd.open("r+b") as binary:
+        binary.truncate(1 << 20)  # cut short, as in a damaged copy of the cache
+    damaged = _build("verify", cache)
+    assert f"cached {etcd} is missing or damaged" in damaged.stderr
+    assert "etcd" in _to_rebuild(damaged)
+
+    shutil.copy2(real_bin / "etcd", etcd)
+    (cache / "stamps" / "etcd").write_text("v0.0.1")  # as after a pin bump
+    outdated = _build("verify", cache)
+    assert "etcd" in _to_rebuild(outdated)
+    assert f"cached {etcd} is missing or damaged" not in outdated.stderr
