@@ -375,6 +375,7 @@ def test_no_log_values_stay_hidden(runner: AnsibleRunner, root: Path, tmp_path: 
 
 def test_timeout_kills_every_process(
     runner: AnsibleRunner,
+    root: Path,
     tmp_path: Path,
     sleeper_watch: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
@@ -382,6 +383,9 @@ def test_timeout_kills_every_process(
     ansible_temp = tmp_path / "ansible-temp"
     monkeypatch.setenv("ANSIBLE_LOCAL_TEMP", str(ansible_temp))
     monkeypatch.setenv("ANSIBLE_REMOTE_TEMP", str(ansible_temp))
+    own_temp = tmp_path / "operator-tmp"  # where a module's payload went before runs had their own
+    own_temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(own_temp))
     marker = sleeper_watch["marker"]
     request = make_request(
         tmp_path, playbook=PLAYBOOKS / "sleep.yml", extravars={"marker": marker}, timeout=4
@@ -398,6 +402,8 @@ def test_timeout_kills_every_process(
     assert processes_mentioning(marker) == []
     assert processes_mentioning(str(tmp_path)) == []
     assert list(ansible_temp.iterdir()) == []  # what the killed processes left is gone
+    assert list(own_temp.iterdir()) == []  # the killed module's ansible_*_payload_* too
+    assert list(data_dir(root).glob("tmp-*")) == []  # and the run's own TMPDIR
 
 
 def test_cancel_kills_every_process_promptly(

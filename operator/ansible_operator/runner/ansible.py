@@ -325,6 +325,7 @@ class AnsibleRunner:
         env = {
             "PATH": os.pathsep.join(filter(None, (bin_dir, environ.get("PATH", "")))),
             MARKER_ENV: marker,
+            "TMPDIR": str(inputdir.scratch_dir(data_dir, request.ident)),
         }
         gathering = environ.get("ANSIBLE_GATHERING", "")
         if not gathering:

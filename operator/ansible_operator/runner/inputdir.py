@@ -290,8 +290,23 @@ def refresh_latest(artifacts: Path, ident: str) -> None:
     os.replace(temporary, link)
 
 
+def scratch_dir(data_dir: Path, ident: str) -> Path:
+    """A private, empty directory for the run's TMPDIR; `finish_run` removes it.
+
+    Modules unpack themselves into `$TMPDIR/ansible_<module>_payload_*` and remove
+    that on exit, which a killed run (timeout, cancel) never does: with a
+    per-run TMPDIR nothing of it outlives the run.
+    """
+    path = data_dir / f"tmp-{ident}"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=0o700)
+    return path
+
+
 def finish_run(data_dir: Path, *, ident: str, max_artifacts: int) -> None:
-    """After a run, whatever its outcome: rotate artifacts and refresh `latest`."""
+    """After a run, whatever its outcome: drop its scratch directory, rotate
+    artifacts and refresh `latest`."""
+    shutil.rmtree(data_dir / f"tmp-{ident}", ignore_errors=True)
     artifacts = data_dir / "artifacts"
     rotate_artifacts(artifacts, keep=max_artifacts, current=ident)
     if (artifacts / ident).is_dir():
