@@ -102,6 +102,9 @@ def test_sigterm_during_a_run_exits_cleanly_and_the_cr_converges_after_restart(
     operator.signal(signal.SIGTERM)
     code = operator.wait(30)
     assert code == 0
+    assert any(
+        line.get("msg") == "Signal SIGTERM received: stopping" for line in operator.log_lines()
+    )
     assert run_processes("sleep 4321") == []
     assert run_processes(str(operator.runner_dir)) == []
     assert configmap(api_client, ns, "nap-done") is None

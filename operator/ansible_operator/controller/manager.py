@@ -4,10 +4,11 @@ Called by the cli module with parsed `RunOptions`. Start-up order: logging,
 watches.yaml (a bad file exits 1 before anything is watched), the Kubernetes
 client, health and metrics servers (a port in use exits 1), leader election
 (when enabled: nothing is reconciled until this replica leads), then the
-worker pool and kopf. kopf runs in the main thread's event loop and owns
-SIGTERM/SIGINT; when it returns, the pool stops taking work, running Ansible
-gets `--graceful-shutdown-timeout` to finish, then is cancelled (its process
-group killed), and the process exits 0. Losing the leader lease exits 1.
+worker pool and kopf. kopf runs in the main thread's event loop; SIGTERM and
+SIGINT set the stop flag kopf watches (see `_take_over_signals`). When kopf
+returns, the pool stops taking work, running Ansible gets
+`--graceful-shutdown-timeout` to finish, then is cancelled (its process group
+killed), and the process exits 0. Losing the leader lease exits 1.
 """
 
 from __future__ import annotations
@@ -344,6 +345,7 @@ class Manager:
                 loop.call_soon_threadsafe(stop.set)
 
         threading.Thread(target=bridge, name="stop-bridge", daemon=True).start()
+        _take_over_signals(registry, stop_flag=self.stop_flag, stop=stop)
         try:
             await kopf.operator(
                 registry=registry,
@@ -355,6 +357,33 @@ class Manager:
         finally:
             # Ends the bridge thread when kopf stopped on a signal.
             self.stop_flag.set()
+
+
+def _take_over_signals(
+    registry: kopf.OperatorRegistry, *, stop_flag: threading.Event, stop: asyncio.Event
+) -> None:
+    """Replace kopf's SIGTERM/SIGINT handlers, once installed, by ours.
+
+    kopf stops on a signal through its own flag and then finds the waiter of our
+    stop flag still pending; it treats that as a hung task and waits 5 s for it
+    before exiting. Setting our flag instead stops kopf at once: an idle
+    operator exits in well under a second, which rolling updates and leader
+    hand-over feel.
+    """
+
+    def on_signal(sig: signal.Signals) -> None:
+        log.info("Signal %s received: stopping", sig.name)
+        stop_flag.set()
+        stop.set()
+
+    @kopf.on.startup(registry=registry)
+    async def take_signals(**_: Any) -> None:
+        # Startup handlers run after kopf has installed its handlers, so ours
+        # replace them; kopf installs none outside the main thread, nor do we.
+        if threading.current_thread() is threading.main_thread():
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, on_signal, sig)
 
 
 def _register_kopf_basics(registry: kopf.OperatorRegistry) -> None:
