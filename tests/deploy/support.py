@@ -22,6 +22,7 @@ import yaml
 from kubernetes import client
 
 from testbed.layout import Layout
+from tests.e2e import harness
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "examples.ansible-operator.dev", "v1alpha1"
@@ -207,22 +208,10 @@ def delete_volumes(api: Any, names: Iterable[str]) -> None:
 
 
 def get_cr(api: Any, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-    custom: Any = client.CustomObjectsApi(api)
-    try:
-        return dict(
-            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plurals()[kind], name)
-        )
-    except client.ApiException as err:
-        if err.status == 404:
-            return None
-        raise
+    return harness.get_cr(api, namespace, plurals()[kind], name, group=GROUP, version=VERSION)
 
 
-def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == ctype:
-            return dict(cond)
-    return None
+condition = harness.condition
 
 
 def successful(api: Any, namespace: str, objects: Iterable[dict[str, Any]]) -> dict[str, str]:

@@ -151,10 +151,12 @@ def create_cr(
     )
 
 
-def get_cr(api: Any, namespace: str, plural: str, name: str) -> dict[str, Any] | None:
+def get_cr(
+    api: Any, namespace: str, plural: str, name: str, *, group: str = GROUP, version: str = VERSION
+) -> dict[str, Any] | None:
     try:
         return dict(
-            custom(api).get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+            custom(api).get_namespaced_custom_object(group, version, namespace, plural, name)
         )
     except client.ApiException as err:
         if err.status == 404:

@@ -154,16 +154,6 @@ class Stats:
     rescued: int = 0
     ignored: int = 0
 
-    def as_ansible_result(self) -> dict[str, Any]:
-        """The `ansibleResult` map of a status condition, exactly as the Go operator writes it."""
-        return {
-            "ok": self.ok,
-            "changed": self.changed,
-            "skipped": self.skipped,
-            "failures": self.failures,
-            "completion": self.completion,
-        }
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunResult:
