@@ -404,6 +404,7 @@ def test_timeout_kills_every_process(
     assert list(ansible_temp.iterdir()) == []  # what the killed processes left is gone
     assert list(own_temp.iterdir()) == []  # the killed module's ansible_*_payload_* too
     assert list(data_dir(root).glob("tmp-*")) == []  # and the run's own TMPDIR
+    assert not (root / ".discovery").exists()  # a killed run's cache may be half written
 
 
 def test_cancel_kills_every_process_promptly(
@@ -681,3 +682,29 @@ def test_fake_runner_holds_runs_until_released_or_canceled() -> None:
     assert sorted(r.outcome for r in results) == ["canceled", "successful", "successful"]
     assert fake.max_concurrent == 3
     assert fake.running == 0
+
+
+# --- each run has its own TMPDIR; the API discovery cache outlives it ----------------
+
+
+def test_each_run_has_its_own_tmpdir_and_the_discovery_cache_is_carried_over(
+    runner: AnsibleRunner, root: Path, tmp_path: Path
+) -> None:
+    def run(label: str) -> dict[str, Any]:
+        request = make_request(
+            tmp_path,
+            playbook=PLAYBOOKS / "discovery_cache.yml",
+            extravars={"out_dir": str(tmp_path), "label": label},
+        )
+        assert runner.run(request).outcome is Outcome.SUCCESSFUL
+        report: dict[str, Any] = json.loads((tmp_path / f"{label}.json").read_text())
+        return report
+
+    first, second = run("first"), run("second")
+    assert first["caches"] == []
+    assert second["caches"] == ["k8srcp-test.json"]  # written by the first run
+    assert first["tmpdir"] != second["tmpdir"]
+    assert Path(first["tmpdir"]).parent == data_dir(root)
+    assert not Path(first["tmpdir"]).exists() and not Path(second["tmpdir"]).exists()
+    shared = root / ".discovery" / "k8srcp-test.json"
+    assert json.loads(shared.read_text()) == {"written_by": "second"}

@@ -4,7 +4,8 @@ Where this sits: the controller's reconciler calls `AnsibleRunner.run(request)` 
 worker thread (see runner/base.py for the contract). This module is the only one that
 imports `ansible_runner`. A run goes:
 
-1. inputdir.prepare()  - refresh the resource's private data dir (extra vars, inventory ...)
+1. inputdir.prepare()  - refresh the resource's private data dir (extra vars, inventory ...);
+   inputdir.scratch_dir() - the run's own TMPDIR, seeded with the shared discovery cache
 2. ansible_runner.run() - role mode (generated play, roles_path, hosts localhost, no facts)
    or playbook mode (absolute path, ANSIBLE_GATHERING=explicit unless the operator's
    environment sets it). Events arrive in-process through `event_handler`, one at a
@@ -18,7 +19,8 @@ imports `ansible_runner`. A run goes:
    the run we kill every process that carries it, plus the rest of those processes'
    sessions (catching children that cleared their environment), and remove the
    temporary directories the killed processes left in ~/.ansible/tmp.
-4. inputdir.finish_run() - rotate artifacts, refresh `artifacts/latest`.
+4. inputdir.finish_run() - keep the discovery cache, drop the TMPDIR, rotate artifacts,
+   refresh `artifacts/latest`.
 
 Credentials: ansible-runner copies the whole process environment into
 `artifacts/<ident>/command`; the status hook rewrites that file before
@@ -289,9 +291,10 @@ class AnsibleRunner:
         if request.cancel.is_set():  # shutting down already: do not even start
             return RunResult(ident=request.ident, outcome=Outcome.CANCELED, timeout=request.timeout)
         environ = dict(os.environ)
+        root = request.runner_root or self._root
         data_dir = inputdir.prepare(
             request,
-            root=request.runner_root or self._root,
+            root=root,
             environ=environ,
             python=self._python,
             settings=self._settings,
@@ -302,15 +305,24 @@ class AnsibleRunner:
         marker = uuid.uuid4().hex
         watch = _RunWatch(request, marker=marker, artifact_dir=artifact_dir)
         kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker)
+        kwargs["envvars"]["TMPDIR"] = str(inputdir.scratch_dir(data_dir, request.ident, root=root))
         finished: _Finished | None = None
+        killed = True
         try:
             finished = _call_ansible_runner(kwargs)
+            killed = watch.stop_reason is not None
         finally:
-            if finished is None or watch.stop_reason is not None:
+            if killed:
                 # Stragglers forked during the first sweep, then what the dead left behind.
                 watch.killed_pids.update(kill_run_processes(marker))
                 _remove_ansible_temp(watch.killed_pids, environ)
-            inputdir.finish_run(data_dir, ident=request.ident, max_artifacts=request.max_artifacts)
+            inputdir.finish_run(
+                data_dir,
+                ident=request.ident,
+                max_artifacts=request.max_artifacts,
+                root=root,
+                completed=not killed,
+            )
         return self._result(request, watch, finished, artifact_dir, time.monotonic() - started)
 
     def _runner_kwargs(
@@ -325,7 +337,6 @@ class AnsibleRunner:
         env = {
             "PATH": os.pathsep.join(filter(None, (bin_dir, environ.get("PATH", "")))),
             MARKER_ENV: marker,
-            "TMPDIR": str(inputdir.scratch_dir(data_dir, request.ident)),
         }
         gathering = environ.get("ANSIBLE_GATHERING", "")
         if not gathering:

@@ -14,6 +14,8 @@ compatible with the Go operator so existing debugging habits still work:
         artifacts/<ident>/ written by ansible-runner; the newest `max_artifacts` are kept;
                            in its `command` file we redact the environment's values
         artifacts/latest   symlink to the newest run's directory
+        tmp-<ident>/       the run's TMPDIR, removed when the run ends
+    <root>/.discovery/     kubernetes.core's API discovery cache, shared by all runs
 
 Every file is rewritten on every run because ansible-runner itself only writes its
 env files when they do not exist yet, which would pin the first run's values forever.
@@ -48,6 +50,7 @@ __all__ = [
     "refresh_latest",
     "remove_cr_dir",
     "rotate_artifacts",
+    "scratch_dir",
     "write_private",
 ]
 
@@ -290,8 +293,17 @@ def refresh_latest(artifacts: Path, ident: str) -> None:
     os.replace(temporary, link)
 
 
-def scratch_dir(data_dir: Path, ident: str) -> Path:
-    """A private, empty directory for the run's TMPDIR; `finish_run` removes it.
+# kubernetes.core keeps its API discovery cache in $TMPDIR under this name. A
+# per-run TMPDIR would lose it and re-discover on every run, so it is carried
+# between the runs through one shared directory (a group name, being a DNS
+# name, never starts with a dot).
+DISCOVERY_CACHES = "k8srcp-*.json"
+DISCOVERY_DIR = ".discovery"
+
+
+def scratch_dir(data_dir: Path, ident: str, *, root: Path) -> Path:
+    """A private directory for the run's TMPDIR, seeded with the shared API
+    discovery cache; `finish_run` removes it.
 
     Modules unpack themselves into `$TMPDIR/ansible_<module>_payload_*` and remove
     that on exit, which a killed run (timeout, cancel) never does: with a
@@ -299,14 +311,34 @@ def scratch_dir(data_dir: Path, ident: str) -> Path:
     """
     path = data_dir / f"tmp-{ident}"
     shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(mode=0o700)
+    path.mkdir(mode=_DIR_MODE)
+    for cache in (root / DISCOVERY_DIR).glob(DISCOVERY_CACHES):
+        with contextlib.suppress(OSError):  # only a cache: the run re-discovers
+            shutil.copy2(cache, path / cache.name)  # its mtime tells if a run changed it
     return path
 
 
-def finish_run(data_dir: Path, *, ident: str, max_artifacts: int) -> None:
-    """After a run, whatever its outcome: drop its scratch directory, rotate
-    artifacts and refresh `latest`."""
-    shutil.rmtree(data_dir / f"tmp-{ident}", ignore_errors=True)
+def _keep_discovery_caches(scratch: Path, root: Path) -> None:
+    shared = root / DISCOVERY_DIR
+    for cache in scratch.glob(DISCOVERY_CACHES):
+        target = shared / cache.name
+        with contextlib.suppress(OSError):
+            if target.exists() and target.stat().st_mtime >= cache.stat().st_mtime:
+                continue  # unchanged by this run, or a newer one is there already
+            shared.mkdir(mode=_DIR_MODE, exist_ok=True)
+            os.replace(cache, target)  # atomic: concurrent runs read whole files
+
+
+def finish_run(
+    data_dir: Path, *, ident: str, max_artifacts: int, root: Path, completed: bool
+) -> None:
+    """After a run, whatever its outcome: keep the discovery cache of a run that
+    was not killed (a killed one may have left it half written), drop the run's
+    scratch directory, rotate artifacts and refresh `latest`."""
+    scratch = data_dir / f"tmp-{ident}"
+    if completed:
+        _keep_discovery_caches(scratch, root)
+    shutil.rmtree(scratch, ignore_errors=True)
     artifacts = data_dir / "artifacts"
     rotate_artifacts(artifacts, keep=max_artifacts, current=ident)
     if (artifacts / ident).is_dir():
