@@ -705,6 +705,7 @@ def test_each_run_has_its_own_tmpdir_and_the_discovery_cache_is_carried_over(
     assert second["caches"] == ["k8srcp-test.json"]  # written by the first run
     assert first["tmpdir"] != second["tmpdir"]
     assert Path(first["tmpdir"]).parent == data_dir(root)
-    assert not Path(first["tmpdir"]).exists() and not Path(second["tmpdir"]).exists()
+    assert not Path(first["tmpdir"]).exists()
+    assert not Path(second["tmpdir"]).exists()
     shared = root / ".discovery" / "k8srcp-test.json"
     assert json.loads(shared.read_text()) == {"written_by": "second"}
