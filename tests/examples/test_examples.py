@@ -183,7 +183,12 @@ def _assert_secret_never_logged(api: Any, ns: str, secret: str, operator: Operat
     texts = [operator.log_path]
     texts += [p for p in operator.runner_dir.rglob("*") if p.is_file()]
     for path in texts:
-        content = path.read_text(errors="replace")
+        try:
+            content = path.read_text(errors="replace")
+        except FileNotFoundError:
+            # A run still going (another sample's) removes its own TMPDIR when
+            # it ends; what is gone can leak nothing.
+            continue
         for value in values:
             assert value not in content, f"a generated credential appears in {path}"
 
