@@ -153,9 +153,15 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
     ]
     for row in rows:
         unit = str(row["unit"])
+        # Context rows (noise) describe the machine, not the operators: no ratio.
+        shown = (
+            "-"
+            if row.get("better") == "context"
+            else fmt_ratio(row["ratio"], row["python"], row["go"])
+        )
         lines.append(
             f"| {row['label']} | {unit} | {fmt_value(row['python'], unit)} | "
-            f"{fmt_value(row['go'], unit)} | {fmt_ratio(row['ratio'], row['python'], row['go'])} |"
+            f"{fmt_value(row['go'], unit)} | {shown} |"
         )
     return "\n".join(lines)
 

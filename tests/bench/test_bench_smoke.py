@@ -145,3 +145,12 @@ def test_noise_rows_get_no_ratio() -> None:
     assert rows[0]["better"] == "context"
     assert rows[0]["ratio"] is None
     assert report.table(rows).splitlines()[-1].endswith("| 0.50 | 0.10 | - |")
+
+
+def test_a_noise_row_with_a_zero_on_the_go_side_still_gets_no_ratio() -> None:
+    # Seen in a full run: 0.004 vs 0.0 printed as "∞ (Go: 0)".
+    rows = report.collect(
+        {"python": {"latency": {"other_load": 0.004}}, "go": {"latency": {"other_load": 0.0}}},
+        SIZES,
+    )
+    assert report.table(rows).splitlines()[-1].endswith("| 0.00 | 0.00 | - |")
