@@ -133,23 +133,7 @@ def ensure_crds(api: Any) -> None:
     Existing CRDs are left alone: the cluster may be shared, and other tests
     and developers apply the same files.
     """
-    ext: Any = client.ApiextensionsV1Api(api)
-    names = []
-    for doc in crd_documents():
-        names.append(doc["metadata"]["name"])
-        try:
-            ext.create_custom_resource_definition(doc)
-        except client.ApiException as err:
-            if err.status != 409:
-                raise
-
-    def established(name: str) -> bool:
-        crd = ext.read_custom_resource_definition(name)
-        return any(
-            c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])
-        )
-
-    wait_for("example CRDs established", lambda: all(established(n) for n in names), 60)
+    harness.apply_crds(api, crd_documents(), what="example", replace=False)
 
 
 def samples() -> list[dict[str, Any]]:

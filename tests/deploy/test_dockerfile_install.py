@@ -262,7 +262,11 @@ def test_dockerfile_install_steps_give_a_working_operator(
 ) -> None:
     python = _python311(for_others=os.geteuid() == 0)
     if python is None:
-        pytest.skip("no python3.11 (the image's Python) that uid 1001 may run")
+        pytest.skip(
+            "replaying the image needs a python3.11 (the image's Python) that uid 1001, the"
+            " image's user, can execute, such as Debian's /usr/bin/python3.11; this root"
+            " session has none (an interpreter under /root is out of that user's reach)"
+        )
     repo = support.REPO
     context = image_dir / "context"
     for name in context_files(repo):

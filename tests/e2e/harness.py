@@ -236,8 +236,12 @@ def pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def apply_crds(api: Any, docs: Iterable[dict[str, Any]], *, what: str) -> list[str]:
-    """Create (or replace) CustomResourceDefinitions and wait until all are Established."""
+def apply_crds(
+    api: Any, docs: Iterable[dict[str, Any]], *, what: str, replace: bool = True
+) -> list[str]:
+    """Create CustomResourceDefinitions (replacing existing ones unless `replace`
+    is false: a shared cluster's may belong to others) and wait until all are
+    Established."""
     ext = client.ApiextensionsV1Api(api)
     names = []
     for doc in docs:
@@ -249,6 +253,8 @@ def apply_crds(api: Any, docs: Iterable[dict[str, Any]], *, what: str) -> list[s
         except client.ApiException as err:
             if err.status != 409:
                 raise
+            if not replace:
+                continue
             current = ext.read_custom_resource_definition(doc["metadata"]["name"])
             doc["metadata"]["resourceVersion"] = current.metadata.resource_version
             ext.replace_custom_resource_definition(doc["metadata"]["name"], doc)
