@@ -27,7 +27,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.deploy import support
-from tests.e2e.harness import OperatorProcess
+from tests.e2e.harness import OperatorProcess, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -191,13 +191,17 @@ def test_operator_reconciles_every_sample_with_only_its_rbac(
             next(a.split("=", 1)[1] for a in args if a.startswith("--leader-election-id=")), home
         )
         assert lease.spec.holder_identity
-        # The operator's Events were recorded.
-        reasons = {
-            e.reason
-            for e in core.list_namespaced_event(watched).items
-            if e.involved_object.api_version == f"{support.GROUP}/{support.VERSION}"
-        }
-        assert {"Running", "Successful"} <= reasons, reasons
+
+        # The operator's Events were recorded (posted in the background, so
+        # the last one may trail the status write).
+        def reasons() -> set[str]:
+            return {
+                e.reason
+                for e in core.list_namespaced_event(watched).items
+                if e.involved_object.api_version == f"{support.GROUP}/{support.VERSION}"
+            }
+
+        wait_for("Running and Successful Events", lambda: {"Running", "Successful"} <= reasons())
 
         # Deleting a SampleDB runs its finalizer role under the same identity.
         for obj in samples:

@@ -154,7 +154,8 @@ def test_finalizer_runs_on_delete_then_the_cr_goes(
     wait_for("CR gone", lambda: get_cr(api_client, ns, "cleanables", "c1") is None)
     # The finalizer role ran to the end (its record is owned by the CR, so the
     # garbage collector removes it afterwards: evidence comes from the operator).
-    assert _finalized(api_client, ns, "c1")
+    # Events are posted by a background thread, so the Event may trail the CR.
+    wait_for("Finalized Event", lambda: _finalized(api_client, ns, "c1"), timeout=30)
     assert _task_ran(shared_operator, "c1", "Record that cleanup ran")
     wait_for("owned resource gone", lambda: configmap(api_client, ns, "c1-resource") is None)
     # Unlike the reference, the CR's ansible-runner directory goes with it.
@@ -180,7 +181,7 @@ def test_a_failing_finalizer_keeps_the_cr_until_it_succeeds(
         "CR gone after the finalizer succeeded",
         lambda: get_cr(api_client, ns, "cleanables", "stuck") is None,
     )
-    assert _finalized(api_client, ns, "stuck")
+    wait_for("Finalized Event", lambda: _finalized(api_client, ns, "stuck"), timeout=30)
     assert _task_ran(shared_operator, "stuck", "Record that cleanup ran")
 
 
