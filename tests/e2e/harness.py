@@ -89,7 +89,8 @@ class OperatorProcess:
     def get(self, path: str, port: int | None = None) -> tuple[int, str]:
         url = f"http://127.0.0.1:{port or self.health_port}{path}"
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
+            # Generous: a busy CI machine can be slow to answer a scrape.
+            with urllib.request.urlopen(url, timeout=10) as resp:
                 return int(resp.status), resp.read().decode()
         except urllib.error.HTTPError as err:
             return int(err.code), err.read().decode()

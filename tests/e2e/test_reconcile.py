@@ -208,6 +208,14 @@ def test_a_crd_without_status_subresource_gets_an_event_not_a_loop(
     assert "status" not in (get_cr(api_client, ns, "statuslesses", "s1") or {})
 
 
+def _sample(metrics_text: str, series: str) -> float:
+    """The value of one exact series in Prometheus text, 0 when absent."""
+    for line in metrics_text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def _running_events(api_client: Any, ns: str, name: str) -> int:
     return sum(e.count or 1 for e in events_for(api_client, ns, name) if e.reason == "Running")
 
@@ -277,9 +285,13 @@ def test_probes_metrics_and_logs(
     gvk = 'GVK="e2e.example.com/v1alpha1, Kind=Gadget"'
     assert f'ansible_operator_reconcile_result{{{gvk},result="succeeded"}}' in text
     assert f"ansible_operator_reconciles_count{{{gvk}}}" in text
-    assert (
-        'controller_runtime_reconcile_total{controller="gadget-v1alpha1-controller",result="requeue_after"}'
-        in text
+    # The series exists from start-up at 0; this reconcile must count in it
+    # (counted after the status write, so it may trail the condition).
+    total = 'controller_runtime_reconcile_total{controller="gadget-v1alpha1-controller",result="requeue_after"}'
+    wait_for(
+        "the reconcile counted",
+        lambda: _sample(shared_operator.metrics(), total) >= 1,
+        timeout=30,
     )
     assert (
         'resource_created_at_seconds{group="e2e.example.com",kind="Gadget",name="observed",'

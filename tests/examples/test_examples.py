@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import datetime
 import itertools
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -180,14 +181,15 @@ def _assert_secret_never_logged(api: Any, ns: str, secret: str, operator: Operat
     ]
     assert values
     assert all(len(v) == 32 for v in values)
+    # Runs of other samples may still be going and remove their own TMPDIRs,
+    # module payloads and old artifacts meanwhile: os.walk skips a directory
+    # that vanishes (Path.rglob raises), and a file that is gone leaks nothing.
     texts = [operator.log_path]
-    texts += [p for p in operator.runner_dir.rglob("*") if p.is_file()]
+    texts += [Path(top, f) for top, _, files in os.walk(operator.runner_dir) for f in files]
     for path in texts:
         try:
             content = path.read_text(errors="replace")
         except FileNotFoundError:
-            # A run still going (another sample's) removes its own TMPDIR when
-            # it ends; what is gone can leak nothing.
             continue
         for value in values:
             assert value not in content, f"a generated credential appears in {path}"
@@ -496,8 +498,15 @@ def test_sampledb_sample_creates_the_database_objects(
     secret = core(api_client).read_namespaced_secret(f"{DB}-credentials", ns)
     assert set(secret.data) >= {"postgres-password", "username", "password", "database"}
     for claim in (f"{DB}-data", f"{DB}-backups"):
-        pvc = core(api_client).read_namespaced_persistent_volume_claim(claim, ns)
-        assert pvc.status.phase == "Bound"
+        # The data claim is bound before the role's pod wait ends; nothing
+        # waits on the backups claim, which the controller-manager binds soon.
+        wait_for(
+            f"{claim} Bound",
+            lambda claim=claim: (
+                core(api_client).read_namespaced_persistent_volume_claim(claim, ns).status.phase
+                == "Bound"
+            ),
+        )
     sts = apps(api_client).read_namespaced_stateful_set(DB, ns)
     assert sts.metadata.labels["examples.ansible-operator.dev/postgres-version"] == "16"
     container = sts.spec.template.spec.containers[0]
