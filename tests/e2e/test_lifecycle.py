@@ -1,4 +1,5 @@
-"""End to end: leader election between two operator processes, and SIGTERM mid-run.
+"""End to end: leader election between two operator processes, SIGTERM mid-run,
+and what a SIGKILLed operator leaves for the next one to clean up.
 
 Each test runs its own operators in its own namespace (WATCH_NAMESPACE), so
 killing them never disturbs other tests.
@@ -117,3 +118,39 @@ def test_sigterm_during_a_run_exits_cleanly_and_the_cr_converges_after_restart(
         assert configmap(api_client, ns, "nap-done") is not None
     finally:
         restarted.stop()
+
+
+def test_a_killed_operators_kubeconfig_directory_is_removed_by_the_next_one(
+    kubeconfig_path: Path, own_namespace: str, tmp_path: Path
+) -> None:
+    temp = tmp_path / "tmp"  # the operators' own TMPDIR, so nothing else is in it
+    temp.mkdir()
+    env = {"WATCH_NAMESPACE": own_namespace, "TMPDIR": str(temp)}
+
+    def kubeconfig_dirs() -> list[str]:
+        return sorted(p.name for p in temp.glob("ansible-operator-kubeconfigs-*"))
+
+    killed = OperatorProcess(
+        kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="killed"
+    ).start()
+    assert killed.proc is not None
+    left = kubeconfig_dirs()
+    assert [d.split("-")[3] for d in left] == [str(killed.proc.pid)]
+    killed.signal(signal.SIGKILL)
+    killed.wait(10)
+    assert kubeconfig_dirs() == left  # nobody could remove it
+
+    successor = OperatorProcess(
+        kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="successor"
+    ).start()
+    try:
+        assert successor.proc is not None
+        now = kubeconfig_dirs()
+        assert [d.split("-")[3] for d in now] == [str(successor.proc.pid)]
+        assert any(
+            line.get("msg") == "Removed 1 kubeconfig directories of operators that were killed"
+            for line in successor.log_lines()
+        )
+    finally:
+        successor.stop()
+    assert kubeconfig_dirs() == []  # a clean stop removes its own

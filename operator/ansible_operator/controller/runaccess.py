@@ -6,12 +6,19 @@ to that CR, whatever else runs concurrently), writes a kubeconfig for the
 operator's API proxy into a private directory outside the run's artifacts,
 and on exit revokes the token and deletes the file. The run never sees the
 operator's own credentials.
+
+The directory is named after the operator's pid. An operator that was killed
+(SIGKILL, OOM) cannot remove its own, so the next one to start on the machine
+removes those whose process is gone: its tokens died with it, and nothing is
+left behind for good.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,13 +26,20 @@ from typing import Any
 
 from ansible_operator.proxy import Owner, RunCredentials, write_kubeconfig
 
+log = logging.getLogger("ansible_operator.runaccess")
+
+DIR_PREFIX = "ansible-operator-kubeconfigs-"
+
 
 class RunAccess:
     def __init__(self, *, credentials: RunCredentials, proxy_url: str) -> None:
         self.credentials = credentials
         self.proxy_url = proxy_url
-        # 0700, removed with the process's temp files; never inside artifacts.
-        self._dir = Path(tempfile.mkdtemp(prefix="ansible-operator-kubeconfigs-"))
+        # 0700, in the temp dir, never inside artifacts; removed by close().
+        removed = sweep_stale(Path(tempfile.gettempdir()))
+        if removed:
+            log.info("Removed %d kubeconfig directories of operators that were killed", removed)
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
 
     @contextlib.contextmanager
     def kubeconfig_for(self, obj: Mapping[str, Any], *, controller: str) -> Iterator[Path]:
@@ -55,3 +69,47 @@ class RunAccess:
             for leftover in self._dir.iterdir():
                 leftover.unlink()
             self._dir.rmdir()
+
+
+def sweep_stale(parent: Path) -> int:
+    """Remove the kubeconfig directories in `parent` left by operators that died.
+
+    Called before this process makes its own, so a directory carrying our own
+    pid is an earlier incarnation's (a restarted container often gets the
+    same pid). Only directories of this user are touched; a pid that now
+    belongs to another live process keeps its directory (harmless, and never
+    a live operator's loss). Returns how many were removed.
+    """
+    removed = 0
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            pid = _owner_pid(entry)
+            if pid is None or (pid != os.getpid() and _alive(pid)):
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += not entry.exists()
+    return removed
+
+
+def _owner_pid(entry: Path) -> int | None:
+    """The pid in a kubeconfig directory's name, if `entry` is one of ours."""
+    if not entry.name.startswith(DIR_PREFIX):
+        return None
+    pid, sep, _ = entry.name[len(DIR_PREFIX) :].partition("-")
+    try:
+        info = entry.lstat()
+    except OSError:
+        return None
+    if not (sep and pid.isdigit()) or info.st_uid != os.getuid():
+        return None
+    return int(pid) if entry.is_dir() and not entry.is_symlink() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
