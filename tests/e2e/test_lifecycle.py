@@ -130,20 +130,20 @@ def test_a_killed_operators_kubeconfig_directory_is_removed_by_the_next_one(
     def kubeconfig_dirs() -> list[str]:
         return sorted(p.name for p in temp.glob("ansible-operator-kubeconfigs-*"))
 
-    killed = OperatorProcess(
-        kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="killed"
-    ).start()
-    assert killed.proc is not None
-    left = kubeconfig_dirs()
-    assert [d.split("-")[3] for d in left] == [str(killed.proc.pid)]
-    killed.signal(signal.SIGKILL)
-    killed.wait(10)
-    assert kubeconfig_dirs() == left  # nobody could remove it
-
+    killed = OperatorProcess(kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="killed")
     successor = OperatorProcess(
         kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="successor"
-    ).start()
+    )
     try:
+        killed.start()
+        assert killed.proc is not None
+        left = kubeconfig_dirs()
+        assert [d.split("-")[3] for d in left] == [str(killed.proc.pid)]
+        killed.signal(signal.SIGKILL)
+        killed.wait(10)
+        assert kubeconfig_dirs() == left  # nobody could remove it
+
+        successor.start()
         assert successor.proc is not None
         now = kubeconfig_dirs()
         assert [d.split("-")[3] for d in now] == [str(successor.proc.pid)]
@@ -152,5 +152,7 @@ def test_a_killed_operators_kubeconfig_directory_is_removed_by_the_next_one(
             for line in successor.log_lines()
         )
     finally:
+        # Also when an assertion failed before the kill: no operator outlives the test.
+        killed.stop()
         successor.stop()
     assert kubeconfig_dirs() == []  # a clean stop removes its own
