@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.harness import (
     OperatorProcess,
@@ -208,11 +209,12 @@ def test_a_crd_without_status_subresource_gets_an_event_not_a_loop(
     assert "status" not in (get_cr(api_client, ns, "statuslesses", "s1") or {})
 
 
-def _sample(metrics_text: str, series: str) -> float:
-    """The value of one exact series in Prometheus text, 0 when absent."""
-    for line in metrics_text.splitlines():
-        if line.startswith(series + " "):
-            return float(line.rsplit(" ", 1)[1])
+def _sample(metrics_text: str, name: str, **labels: str) -> float:
+    """The value of the series `name{labels}` in Prometheus text, 0 when absent."""
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
     return 0.0
 
 
@@ -287,10 +289,17 @@ def test_probes_metrics_and_logs(
     assert f"ansible_operator_reconciles_count{{{gvk}}}" in text
     # The series exists from start-up at 0; this reconcile must count in it
     # (counted after the status write, so it may trail the condition).
-    total = 'controller_runtime_reconcile_total{controller="gadget-v1alpha1-controller",result="requeue_after"}'
     wait_for(
         "the reconcile counted",
-        lambda: _sample(shared_operator.metrics(), total) >= 1,
+        lambda: (
+            _sample(
+                shared_operator.metrics(),
+                "controller_runtime_reconcile_total",
+                controller="gadget-v1alpha1-controller",
+                result="requeue_after",
+            )
+            >= 1
+        ),
         timeout=30,
     )
     assert (

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -96,13 +97,13 @@ def _owner_pid(entry: Path) -> int | None:
     if not entry.name.startswith(DIR_PREFIX):
         return None
     pid, sep, _ = entry.name[len(DIR_PREFIX) :].partition("-")
+    if not (sep and pid.isdigit()):
+        return None
     try:
-        info = entry.lstat()
+        info = entry.lstat()  # never follows a symlink
     except OSError:
         return None
-    if not (sep and pid.isdigit()) or info.st_uid != os.getuid():
-        return None
-    return int(pid) if entry.is_dir() and not entry.is_symlink() else None
+    return int(pid) if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() else None
 
 
 def _alive(pid: int) -> bool:
