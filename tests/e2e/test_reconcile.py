@@ -153,11 +153,12 @@ def test_finalizer_runs_on_delete_then_the_cr_goes(
 
     custom(api_client).delete_namespaced_custom_object(GROUP, VERSION, ns, "cleanables", "c1")
     wait_for("CR gone", lambda: get_cr(api_client, ns, "cleanables", "c1") is None)
-    # The finalizer role ran to the end (its record is owned by the CR, so the
-    # garbage collector removes it afterwards: evidence comes from the operator).
+    # The finalizer role ran to the end, and what it created outlives the CR:
+    # a finalizer run never makes the CR an owner.
     # Events are posted by a background thread, so the Event may trail the CR.
     wait_for("Finalized Event", lambda: _finalized(api_client, ns, "c1"), timeout=30)
     assert _task_ran(shared_operator, "c1", "Record that cleanup ran")
+    assert configmap(api_client, ns, "c1-finalized") is not None
     wait_for("owned resource gone", lambda: configmap(api_client, ns, "c1-resource") is None)
     # Unlike the reference, the CR's ansible-runner directory goes with it.
     wait_for("run directory removed", lambda: not run_dir.exists(), timeout=30)

@@ -7,6 +7,7 @@ garbage-collected by kube-controller-manager, statuses as the server answers.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -131,7 +132,8 @@ def test_role_objects_are_owned_by_their_cr(
     owner = make_owner(namespace, "owner")
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     # Objects that exist before the run, not owned by anyone.
-    for name in ("preexisting-patched", "preexisting-forced"):
+    preexisting = ("preexisting-patched", "preexisting-forced", "preexisting-applied")
+    for name in preexisting:
         core.create_namespaced_config_map(
             namespace, {"metadata": {"name": name}, "data": {"old": "1"}}
         )
@@ -183,21 +185,42 @@ def test_role_objects_are_owned_by_their_cr(
             **k8s(configmap("preexisting-forced", namespace, new="1"), force=True),
         },
         {
-            "name": "server-side apply",
+            "name": "server-side apply pre-existing",
             **k8s(
-                configmap("applied", namespace, a="1"),
+                configmap("preexisting-applied", namespace, new="1"),
                 apply=True,
                 server_side_apply={"field_manager": "role"},
             ),
         },
+        *(
+            {
+                "name": f"server-side apply {i}",
+                **k8s(
+                    configmap("applied", namespace, a=str(i)),
+                    apply=True,
+                    server_side_apply={"field_manager": "role"},
+                ),
+            }
+            # The second apply omits the ownerReference the first one got.
+            for i in (1, 2)
+        ),
+        # A replace of an object the run created keeps its owner.
+        {"name": "force (PUT) own", **k8s(configmap("created", namespace, a="3"), force=True)},
     ]
     try:
         run_playbook(running.kubeconfig(owner, tmp_path / "kc"), tasks)
         expected = [ref_of(owner)]
-        for name in ("created", "preexisting-patched", "preexisting-forced", "applied"):
+        for name in ("created", "applied"):
             stored = core.read_namespaced_config_map(name, namespace)
             assert refs(stored) == expected, name
             assert OWNER_ANNOTATION not in annotations(stored), name
+        # Objects that existed before the run are updated, never adopted.
+        for name in preexisting:
+            stored = core.read_namespaced_config_map(name, namespace)
+            assert refs(stored) == [], name
+            assert OWNER_ANNOTATION not in annotations(stored), name
+            assert (stored.data or {}).get("new") == "1", name
+        assert core.read_namespaced_config_map("created", namespace).data == {"a": "3"}
         assert refs(apps.read_namespaced_deployment("web", namespace)) == expected
         owner_annotations = {
             OWNER_ANNOTATION: f"{namespace}/owner",
@@ -270,6 +293,67 @@ def test_cluster_scoped_owner_gets_owner_references(
     run_core.create_namespaced_config_map(namespace, {"metadata": {"name": "cm"}})
     stored = client.CoreV1Api(api_client).read_namespaced_config_map("cm", namespace)
     assert refs(stored) == [ref_of(owner)]
+
+
+def test_cluster_scoped_owner_never_adopts_an_existing_namespace(
+    start_proxy: Start,
+    make_owner: Callable[..., Owner],
+    run_playbook: Playbook,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    running = start_proxy()
+    owner = make_owner("", f"cluster-owner-{uuid.uuid4().hex[:6]}")
+    labelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    labelled["metadata"]["labels"] = {"member": "registered"}
+    tasks = [
+        {"name": "merge patch", **k8s(labelled, state="patched")},
+        {"name": "strategic patch", **k8s(labelled)},
+        {"name": "replace", **k8s(labelled, force=True)},
+        {
+            "name": "apply",
+            **k8s(labelled, apply=True, server_side_apply={"field_manager": "role"}),
+        },
+    ]
+    run_playbook(running.kubeconfig(owner, tmp_path / "kc"), tasks)
+    stored = client.CoreV1Api(api_client).read_namespace(namespace)
+    assert (stored.metadata.labels or {}).get("member") == "registered"
+    assert refs(stored) == []
+    assert OWNER_ANNOTATION not in annotations(stored)
+
+
+def test_a_finalizer_run_owns_nothing(
+    start_proxy: Start,
+    make_owner: Callable[..., Owner],
+    run_playbook: Playbook,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    running = start_proxy()
+    owner = dataclasses.replace(make_owner(namespace, "going"), finalizing=True)
+    tasks = [
+        {"name": "create", **k8s(configmap("result", namespace, a="1"))},
+        {"name": "replace", **k8s(configmap("result", namespace, a="2"), force=True)},
+        {
+            "name": "apply",
+            **k8s(
+                configmap("applied", namespace, a="1"),
+                apply=True,
+                server_side_apply={"field_manager": "role"},
+            ),
+        },
+    ]
+    run_playbook(running.kubeconfig(owner, tmp_path / "kc"), tasks)
+    core = client.CoreV1Api(api_client)
+    for name in ("result", "applied"):
+        stored = core.read_namespaced_config_map(name, namespace)
+        assert refs(stored) == [], name
+        assert OWNER_ANNOTATION not in annotations(stored), name
+    assert core.read_namespaced_config_map("result", namespace).data == {"a": "2"}
+    # The kinds are still watched, as for any run.
+    assert {t.name for _, t in running.touches} >= {"result", "applied"}
 
 
 def test_concurrent_runs_own_exactly_their_objects(

@@ -52,6 +52,8 @@ class RunAccess:
             namespace=str(meta.get("namespace") or ""),
             uid=str(meta["uid"]),
             controller=controller,
+            # The reconciler runs the finalizer exactly when the CR is being deleted.
+            finalizing=bool(meta.get("deletionTimestamp")),
         )
         with self.credentials.issue(owner) as token:
             handle, name = tempfile.mkstemp(dir=self._dir, prefix="run-", suffix=".kubeconfig")

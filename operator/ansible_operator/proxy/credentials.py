@@ -49,6 +49,9 @@ class Owner:
     namespace: str  # "" if the custom resource is cluster-scoped
     uid: str
     controller: str  # the primary watch's controller name, e.g. "memcached-v1alpha1-controller"
+    # A finalizer run's CR is going away: nothing that run creates is made
+    # its dependent, or the garbage collector would delete it right after.
+    finalizing: bool = False
 
     @property
     def group(self) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import urllib3
 
 from ansible_operator.proxy.credentials import Owner
-from ansible_operator.proxy.ownership import RequestInfo, WriteKind, parse_request
+from ansible_operator.proxy.ownership import RequestInfo, parse_request
 from ansible_operator.proxy.upstream import (
     REQUEST_READ_TIMEOUT,
     UpstreamError,
@@ -156,10 +156,10 @@ class ProxyHandler(BaseHTTPRequestHandler):
             owner, self.command, info, self.headers.get("Content-Type", ""), body
         )
         headers = copy_headers(self.headers.items(), connection=self.headers.get("Connection", ""))
-        follow = plan is not None and plan.kind is WriteKind.FOLLOW_UP and not info.dry_run
+        follow = plan is not None and plan.needs_follow_up and not info.dry_run
         if follow:
-            # The patch response is read here to check the ownership: ask for
-            # it uncompressed.
+            # The response is read here to see whether the write created the
+            # object: ask for it uncompressed.
             headers = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
         stream = _is_stream(info, self.path)
         response = proxy.upstream.request(

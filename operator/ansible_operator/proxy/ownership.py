@@ -1,11 +1,19 @@
 """Ownership rules of the API proxy, as pure functions (spec §4.3).
 
 Called by `proxy.server` for every write a run sends: `parse_request` tells
-what the URL addresses, `decide` whether the object gets an ownerReference or
-the two `operator-sdk/primary-resource*` annotations, `with_ownership` puts it
-into a request body (POST, PUT, server-side apply) and `followup_patch` builds
-the JSON patch that adds it after a merge / strategic-merge / JSON patch. The
-resulting `Touch` is handed to `controller.dependents` to watch the kind.
+what the URL addresses, `write_kind` whether the write can create the object,
+`decide` whether a created object gets an ownerReference or the two
+`operator-sdk/primary-resource*` annotations, `with_ownership` puts it into a
+request body and `followup_patch` builds the JSON patch that adds it after a
+write that turned out to create. The resulting `Touch` is handed to
+`controller.dependents` to watch the kind.
+
+The rule: a CR becomes the owner only of objects its run *creates*. Owning an
+object makes the garbage collector delete it with the CR, so adopting an
+object that existed before the run (a shared ConfigMap a role patches, a
+Namespace a cluster-scoped CR labels) would delete data nobody asked to
+delete. An owner the object already records for this CR is kept: a replace
+(PUT) or server-side apply body that omits it would otherwise drop it.
 
 Decision table (owner = the run's custom resource, dependent = the object):
 
@@ -254,11 +262,17 @@ def followup_patch(obj: Mapping[str, Any], owner: Owner, mode: Mode) -> list[dic
 
 
 class WriteKind(enum.Enum):
-    """How a write carries the object, which decides how ownership is added."""
+    """Whether a write can create its object, which decides how ownership is added."""
 
-    BODY = "body"  # POST, PUT, server-side apply: the body is (a part of) the object
-    FOLLOW_UP = "follow-up"  # merge / strategic-merge / JSON patch: patch afterwards
-    NONE = "none"  # not an object write we own (subresources, deletes, reads)
+    CREATE = "create"  # POST: always creates; the ownership goes into the body
+    # PUT and server-side apply create the object when it is missing and update
+    # it otherwise: the body gets the ownership only if the object is missing
+    # or records this owner already.
+    UPSERT = "upsert"
+    # Merge, strategic-merge and JSON patches never create: no ownership, but
+    # the kind is still watched.
+    PATCH = "patch"
+    NONE = "none"  # not an object write (subresources, deletes, reads)
 
 
 def write_kind(method: str, info: RequestInfo, content_type: str) -> WriteKind:
@@ -266,12 +280,12 @@ def write_kind(method: str, info: RequestInfo, content_type: str) -> WriteKind:
     if not info.is_resource or info.subresource:
         return WriteKind.NONE
     if info.verb == "create" and not info.name:
-        return WriteKind.BODY
+        return WriteKind.CREATE
     if info.verb == "update" and info.name:
-        return WriteKind.BODY
+        return WriteKind.UPSERT
     if info.verb == "patch" and info.name:
         media = content_type.split(";", maxsplit=1)[0].strip().lower()
-        return WriteKind.BODY if media == APPLY_PATCH else WriteKind.FOLLOW_UP
+        return WriteKind.UPSERT if media == APPLY_PATCH else WriteKind.PATCH
     return WriteKind.NONE
 
 
@@ -287,6 +301,11 @@ class Touch:
     name: str
     cluster_scoped: bool
     by_owner_reference: bool  # False: owned through the primary-resource annotations
+
+    def __str__(self) -> str:
+        where = f" in {self.namespace}" if self.namespace else ""
+        api = f"{self.group}/{self.version}" if self.group else self.version
+        return f"{api} {self.kind} {self.name}{where}"
 
 
 # -- reading ownership back (controller.dependents) --------------------------

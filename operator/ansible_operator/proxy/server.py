@@ -17,10 +17,13 @@ The controller creates one ApiProxy at start-up, issues a run token per run
    `Connection: Upgrade` requests (exec, attach, port-forward) are relayed
    byte for byte both ways after the API server's 101;
 3. if it writes an object (not a subresource) and `inject_owner_ref` is on,
-   the object is made owned by the CR (rules in `proxy.ownership`): POST, PUT
-   and server-side apply bodies get the ownership injected; after a merge,
-   strategic-merge or JSON patch a follow-up JSON patch adds it if missing;
-   every successful write is reported to `on_touch` so the kind gets watched.
+   an object the write *creates* is made owned by the CR (rules in
+   `proxy.ownership`): a POST body gets the ownership injected; a PUT or
+   server-side apply body only when the object is missing (read just before)
+   or already records this CR, and a follow-up JSON patch adds it if such a
+   write answers 201 without it; merge, strategic-merge and JSON patches and
+   every write of a finalizer run are forwarded untouched. Every successful
+   write is reported to `on_touch` so the kind gets watched.
 
 Reads are never cached: every GET, LIST and WATCH goes to the API server.
 The Go proxy answered reads from informers it created on first use (spec
@@ -62,6 +65,7 @@ from ansible_operator.proxy.ownership import (
     decide,
     dependent_namespace,
     followup_patch,
+    has_ownership,
     with_ownership,
     write_kind,
 )
@@ -80,6 +84,12 @@ class WritePlan:
     mode: Mode
     resource: ResourceInfo
     touch: Touch
+    injected: bool  # the body sent upstream records the owner
+
+    @property
+    def needs_follow_up(self) -> bool:
+        """An upsert sent without ownership: if it creates, ownership is added after."""
+        return self.kind is WriteKind.UPSERT and not self.injected
 
 
 def _parse_bind(bind: str) -> tuple[str, int]:
@@ -174,10 +184,21 @@ class ApiProxy:
     # -- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
-        """Listen and serve in a daemon thread; returns once the port is bound."""
+        """Listen and serve in a daemon thread; returns once the port is bound.
+
+        Raises ConfigError naming the address when the port cannot be bound.
+        """
         if self._server is not None:
             return
-        server = _Server(self._address, self)
+        try:
+            server = _Server(self._address, self)
+        except OSError as err:
+            # Most often another operator on this machine holds the port.
+            host, port = self._address
+            raise ConfigError(
+                f"API proxy: cannot listen on {host}:{port} (--proxy-port): "
+                f"{err.strerror or err}"
+            ) from err
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever,
@@ -260,8 +281,8 @@ class ApiProxy:
         resource = self._resource(info)
         if resource is None:
             return None, body
-        obj = _decode_object(body, content_type) if kind is WriteKind.BODY else None
-        if kind is WriteKind.BODY and obj is None:
+        obj = _decode_object(body, content_type) if kind is not WriteKind.PATCH else None
+        if kind is not WriteKind.PATCH and obj is None:
             log.info("Cannot read the body of %s %s; forwarding without ownership", method, info)
             return None, body
         namespace = dependent_namespace(info, obj, namespaced=resource.namespaced)
@@ -283,14 +304,38 @@ class ApiProxy:
             cluster_scoped=not resource.namespaced,
             by_owner_reference=mode is Mode.OWNER_REFERENCE,
         )
-        if obj is not None:
+        inject = obj is not None and self._injects(
+            owner, kind, resource=resource, touch=touch, mode=mode
+        )
+        if inject and obj is not None:
             try:
                 body = json.dumps(with_ownership(obj, owner, mode)).encode()
             except (TypeError, ValueError):
                 # YAML that JSON cannot carry (timestamps...): leave it alone.
                 return None, body
             log.debug("Injecting %s of %s into %s %s", mode.value, owner.name, method, info)
-        return WritePlan(kind=kind, mode=mode, resource=resource, touch=touch), body
+        plan = WritePlan(kind=kind, mode=mode, resource=resource, touch=touch, injected=inject)
+        return plan, body
+
+    def _injects(
+        self, owner: Owner, kind: WriteKind, *, resource: ResourceInfo, touch: Touch, mode: Mode
+    ) -> bool:
+        """Whether this write's body gets the ownership (rule in proxy.ownership)."""
+        if owner.finalizing:
+            return False
+        if kind is WriteKind.CREATE:
+            return True
+        # An upsert: look at the object as it is now. Missing: this write
+        # creates it. Present: keep an ownership it records already, never add one.
+        try:
+            live = self.kube.get_or_none(resource, namespace=touch.namespace, name=touch.name)
+        except OperatorError as err:
+            # Unknown: adding an owner to an object that may exist could have it
+            # deleted with the CR; if the write creates it after all, the
+            # follow-up after its 201 adds the ownership.
+            log.warning("Could not read %s/%s before a write: %s", touch.plural, touch.name, err)
+            return False
+        return live is None or has_ownership(live, owner, mode)
 
     def follow_up(
         self,
@@ -302,17 +347,23 @@ class ApiProxy:
         query: str,
         response: urllib3.BaseHTTPResponse,
     ) -> urllib3.BaseHTTPResponse:
-        """After a successful patch: add missing ownership; return the final response."""
+        """After an upsert that created its object without ownership: add it.
+
+        That happens when the object was deleted between `plan`'s read and the
+        write. Returns the response to relay: the follow-up's when it succeeded.
+        """
+        if response.status != 201 or owner.finalizing:
+            return response
         try:
             obj = json.loads(response.data)
         except ValueError:
-            log.info("Patch response of %s is not JSON; ownership not checked", info)
+            log.info("Response of %s is not JSON; ownership not checked", info)
             return response
         ops = followup_patch(obj, owner, plan.mode) if isinstance(obj, dict) else None
         if ops is None:
             return response
         kept = [(k, v) for k, v in urllib.parse.parse_qsl(query) if k == "fieldManager"]
-        target = plan.resource.path(namespace=info.namespace, name=info.name)
+        target = plan.resource.path(namespace=plan.touch.namespace, name=plan.touch.name)
         if kept:
             target += "?" + urllib.parse.urlencode(kept)
         sent = {k: v for k, v in headers.items() if k.lower() != "content-type"}
@@ -322,15 +373,15 @@ class ApiProxy:
                 "PATCH", target, headers=sent, body=json.dumps(ops).encode(), preload=True
             )
         except UpstreamError as err:
-            log.warning("Could not add the owner of %s after a patch: %s", info, err)
+            log.warning("Could not add the owner of %s after it was created: %s", info, err)
             return response
         if 200 <= second.status < 300:
-            log.debug("Added %s of %s after a patch of %s", plan.mode.value, owner.name, info)
+            log.debug("Added %s of %s after creating %s", plan.mode.value, owner.name, info)
             return second
         # Most likely the object changed in between (the resourceVersion test
-        # failed): the run's own write stands; the next reconcile adds it.
+        # failed): the run's own write stands.
         log.warning(
-            "Could not add the owner of %s after a patch: HTTP %s %s",
+            "Could not add the owner of %s after it was created: HTTP %s %s",
             info,
             second.status,
             second.data[:300].decode(errors="replace"),

@@ -287,31 +287,31 @@ def test_followup_patch_refuses_a_newer_version() -> None:
 @pytest.mark.parametrize(
     ("method", "target", "content_type", "kind"),
     [
-        ("POST", "/api/v1/namespaces/n/configmaps", "application/json", WriteKind.BODY),
-        ("PUT", "/api/v1/namespaces/n/configmaps/c", "application/json", WriteKind.BODY),
+        ("POST", "/api/v1/namespaces/n/configmaps", "application/json", WriteKind.CREATE),
+        ("PUT", "/api/v1/namespaces/n/configmaps/c", "application/json", WriteKind.UPSERT),
         (
             "PATCH",
             "/api/v1/namespaces/n/configmaps/c",
             "application/apply-patch+yaml",
-            WriteKind.BODY,
+            WriteKind.UPSERT,
         ),
         (
             "PATCH",
             "/api/v1/namespaces/n/configmaps/c",
             "application/strategic-merge-patch+json",
-            WriteKind.FOLLOW_UP,
+            WriteKind.PATCH,
         ),
         (
             "PATCH",
             "/api/v1/namespaces/n/configmaps/c",
             "application/merge-patch+json",
-            WriteKind.FOLLOW_UP,
+            WriteKind.PATCH,
         ),
         (
             "PATCH",
             "/api/v1/namespaces/n/configmaps/c",
             "application/json-patch+json",
-            WriteKind.FOLLOW_UP,
+            WriteKind.PATCH,
         ),
         # Subresources are never touched.
         (
