@@ -18,10 +18,32 @@ if [ ! -f watches.yaml ]; then
 fi
 ansible-operator validate --watches-file=./watches.yaml
 shopt -s nullglob
-crds=(crds/*.yaml crds/*.yml)
-if [ ${#crds[@]} -gt 0 ]; then
-  "$kubectl" apply $(printf -- '-f %s ' "${crds[@]}")
+if [ -f crds/kustomization.yaml ]; then
+  # The kustomization lists the CRDs (and is not itself an object to apply).
+  "$kubectl" apply -k crds
+else
+  crds=(crds/*.yaml crds/*.yml)
+  if [ ${#crds[@]} -gt 0 ]; then
+    "$kubectl" apply $(printf -- '-f %s ' "${crds[@]}")
+  fi
 fi
 echo "running the operator; stop it with Ctrl-C"
+# The operator runs in a process group of its own (set -m), and this shell
+# hands it Ctrl-C (SIGINT) and SIGTERM once each, waits until it has stopped
+# and says how it ended. (make itself still reports "Interrupt" after Ctrl-C:
+# it always does when a recipe is interrupted.)
+set -m
 # shellcheck disable=SC2086
-exec ansible-operator run --watches-file=./watches.yaml ${RUN_ARGS:-}
+ansible-operator run --watches-file=./watches.yaml ${RUN_ARGS:-} &
+pid=$!
+trap 'kill -INT "$pid" 2>/dev/null || true' INT
+trap 'kill -TERM "$pid" 2>/dev/null || true' TERM
+while :; do
+  rc=0
+  wait "$pid" || rc=$?
+  # A trapped signal ends `wait` early (status > 128) while the operator
+  # is still shutting down: wait again until it is gone.
+  kill -0 "$pid" 2>/dev/null || break
+done
+echo "ansible-operator stopped with exit code $rc"
+exit "$rc"

@@ -98,6 +98,9 @@ def controller_manager(layout: Layout, ports: Ports, pki: PkiFiles) -> list[str]
         f"--root-ca-file={pki.ca_cert}",
         f"--service-account-private-key-file={pki.sa_key}",
         "--use-service-account-credentials=true",
+        # Claims get volumes as on kind: a host-path directory per claim, for
+        # the default StorageClass that `up` creates (STORAGE_CLASS).
+        "--enable-hostpath-provisioner=true",
         "--kube-api-qps=100",
         "--kube-api-burst=200",
         "--v=1",
@@ -157,3 +160,20 @@ def fake_node(index: int) -> dict[str, object]:
             },
         },
     }
+
+
+# The default StorageClass, served by kube-controller-manager's host-path
+# provisioner (--enable-hostpath-provisioner): each claim gets a fresh
+# directory under /tmp/hostpath_pv/, removed with its volume. kwok runs no
+# containers, so nothing is ever written there.
+STORAGE_CLASS: dict[str, object] = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {
+        "name": "standard",
+        "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+    },
+    "provisioner": "kubernetes.io/host-path",
+    "reclaimPolicy": "Delete",
+    "volumeBindingMode": "Immediate",
+}

@@ -234,6 +234,11 @@ class ControlPlane:
             if code not in (201, 409):
                 raise TestbedError(f"creating a fake node failed: HTTP {code}: {body}")
             names.append(str(node["metadata"]["name"]))  # type: ignore[index]
+        code, body = api.request(
+            "POST", "/apis/storage.k8s.io/v1/storageclasses", components.STORAGE_CLASS
+        )
+        if code not in (201, 409):
+            raise TestbedError(f"creating the default StorageClass failed: HTTP {code}: {body}")
 
         def cluster_usable() -> bool:
             return all(probes.node_ready(api, n) for n in names) and api.exists(
