@@ -7,6 +7,8 @@ killing them never disturbs other tests.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -120,9 +122,24 @@ def test_sigterm_during_a_run_exits_cleanly_and_the_cr_converges_after_restart(
         restarted.stop()
 
 
-def test_a_killed_operators_kubeconfig_directory_is_removed_by_the_next_one(
-    kubeconfig_path: Path, own_namespace: str, tmp_path: Path
+def _kill_leftovers(needle: str) -> None:
+    """SIGKILL the processes whose command line holds `needle` (a killed operator's runs)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmd:
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def test_a_killed_operators_leftovers_are_removed_by_the_next_one(
+    api_client: Any, kubeconfig_path: Path, own_namespace: str, tmp_path: Path
 ) -> None:
+    """Its kubeconfig directory, and the scratch directory of the run it was in."""
     temp = tmp_path / "tmp"  # the operators' own TMPDIR, so nothing else is in it
     temp.mkdir()
     env = {"WATCH_NAMESPACE": own_namespace, "TMPDIR": str(temp)}
@@ -131,26 +148,45 @@ def test_a_killed_operators_kubeconfig_directory_is_removed_by_the_next_one(
         return sorted(p.name for p in temp.glob("ansible-operator-kubeconfigs-*"))
 
     killed = OperatorProcess(kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="killed")
+    # The same runner directory, as a restarted pod's.
     successor = OperatorProcess(
-        kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="successor"
+        kubeconfig=kubeconfig_path,
+        workdir=tmp_path,
+        env=env,
+        name="successor",
+        args=[f"--runner-dir={killed.runner_dir}"],
     )
+
+    def scratch_dirs() -> list[Path]:
+        return list(killed.runner_dir.rglob("tmp-*"))
+
     try:
         killed.start()
         assert killed.proc is not None
         left = kubeconfig_dirs()
         assert [d.split("-")[3] for d in left] == [str(killed.proc.pid)]
+        # A sleep length no other process on the machine uses, to find the run by.
+        create_cr(api_client, own_namespace, "sleepers", "Sleeper", "nap", {"delay": 4322})
+        wait_for("the run is sleeping", lambda: bool(run_processes("sleep 4322")), timeout=60)
+        assert len(scratch_dirs()) == 1
         killed.signal(signal.SIGKILL)
         killed.wait(10)
+        # Its run would go on without it; a killed pod's runs die with the pod.
+        _kill_leftovers("sleep 4322")
+        _kill_leftovers(str(killed.runner_dir))
         assert kubeconfig_dirs() == left  # nobody could remove it
+        assert len(scratch_dirs()) == 1
 
         successor.start()
         assert successor.proc is not None
         now = kubeconfig_dirs()
         assert [d.split("-")[3] for d in now] == [str(successor.proc.pid)]
-        assert any(
-            line.get("msg") == "Removed 1 kubeconfig directories of operators that were killed"
-            for line in successor.log_lines()
-        )
+        messages = {line.get("msg") for line in successor.log_lines()}
+        assert "Removed 1 kubeconfig directories of operators that were killed" in messages
+        assert "Removed 1 scratch directories of runs that never finished" in messages
+        # The marker exists: the successor's run finishes at once, and leaves nothing.
+        wait_condition(api_client, own_namespace, "sleepers", "nap", "Successful")
+        wait_for("no scratch directory left", lambda: not scratch_dirs(), timeout=30)
     finally:
         # Also when an assertion failed before the kill: no operator outlives the test.
         killed.stop()

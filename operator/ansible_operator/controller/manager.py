@@ -44,6 +44,7 @@ from ansible_operator.observability.health import HealthServer
 from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
 from ansible_operator.observability.usermetrics import UserMetricsServer
 from ansible_operator.proxy import ApiProxy, RunCredentials
+from ansible_operator.runner import inputdir
 from ansible_operator.runner.ansible import AnsibleRunner
 
 log = logging.getLogger("ansible_operator.manager")
@@ -156,6 +157,11 @@ class Manager:
         access: RunAccess,
     ) -> dict[str, Reconciler]:
         runner = AnsibleRunner(root=Path(self.options.runner_dir))
+        # Before the first run (and after leadership): any scratch directory
+        # there is a killed predecessor's.
+        removed = inputdir.sweep_scratch_dirs(Path(self.options.runner_dir))
+        if removed:
+            log.info("Removed %d scratch directories of runs that never finished", removed)
         settings = ReconcileSettings(
             reconcile_period=self.options.reconcile_period,
             ansible_args=self.options.ansible_args,

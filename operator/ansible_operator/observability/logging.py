@@ -15,8 +15,11 @@ Secrets stay out by construction: a field is written only when the caller
 passed it, and only plain data (str, numbers, bools, None, lists and dicts of
 them) is written; any other object, in a field or a %-argument of the
 message, becomes `<TypeName>` instead of its str()/repr(), which for API
-objects or CR bodies could spell out a Secret. Kubernetes API errors are
-reduced to their status and reason (their str() includes the response body).
+objects or CR bodies could spell out a Secret. Two exceptions: values of this
+package's own types (a work-queue Key, a proxy Touch...) are written with
+their str(), which is made for logs; and exceptions are described as in
+tracebacks, where Kubernetes API errors are reduced to their status and
+reason (their str() includes the response body).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import traceback
 from collections.abc import Mapping, MutableMapping
 from datetime import datetime
 from typing import Any, Final, TextIO
+
+_OWN_PACKAGE = __name__.partition(".")[0] + "."
 
 __all__ = ["ObjectLogger", "object_logger", "parse_log_level", "setup_logging"]
 
@@ -269,6 +274,12 @@ def _safe_message(record: logging.LogRecord) -> str:
 def _scalar(value: object) -> object:
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, BaseException):
+        return _describe_exception(value)
+    if type(value).__module__.startswith(_OWN_PACKAGE):
+        # Our own values (Key, Touch, GVK, RequestInfo...): their str() is
+        # written for logs and never holds a CR's body or a credential.
+        return str(value)
     return f"<{type(value).__name__}>"
 
 

@@ -2,7 +2,8 @@
 
 Where this sits: runner/ansible.py calls `prepare()` before every run and
 `finish_run()` after it; the controller calls `remove_cr_dir()` once a custom
-resource is gone (the Go operator never does, AOP issue #47). Layout, kept
+resource is gone (the Go operator never does, AOP issue #47), and
+`sweep_scratch_dirs()` once at start-up, before the first run. Layout, kept
 compatible with the Go operator so existing debugging habits still work:
 
     <root>/<group>/<version>/<Kind>/<namespace>/<name>/     (empty segments dropped)
@@ -28,6 +29,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -369,3 +371,32 @@ def remove_cr_dir(
             break
         parent = parent.parent
     return existed
+
+
+_SCRATCH = re.compile(r"tmp-\d+")
+# Per-CR subdirectories that never hold a run's scratch directory: not walked.
+_NOT_WALKED = frozenset({"artifacts", "env", "inventory", "project", DISCOVERY_DIR})
+
+
+def sweep_scratch_dirs(root: Path) -> int:
+    """Remove the `tmp-<ident>` directories of runs that never finished.
+
+    A run's scratch directory goes when the run ends; an operator killed
+    mid-run (SIGKILL, OOM, node loss) leaves it, with module payloads, until
+    its CR is deleted. Called at start-up, before any run of this process, so
+    every scratch directory under `root` is such a leftover. Only directories
+    beside an `env/` (a CR's private data dir) are touched. Returns how many
+    were removed.
+    """
+    removed = 0
+    for top, dirs, _ in os.walk(root):
+        here = Path(top)
+        keep = []
+        for name in dirs:
+            if _SCRATCH.fullmatch(name) and (here / "env").is_dir():
+                shutil.rmtree(here / name, ignore_errors=True)
+                removed += not (here / name).exists()
+            elif name not in _NOT_WALKED:
+                keep.append(name)
+        dirs[:] = keep
+    return removed

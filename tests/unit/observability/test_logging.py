@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from ansible_operator.controller.queue import Key
+from ansible_operator.errors import KubeUnavailable
 from ansible_operator.observability.logging import (
     ObjectLogger,
     object_logger,
     parse_log_level,
     setup_logging,
 )
+from ansible_operator.proxy.ownership import Touch
 
 GVK = "cache.example.com/v1alpha1, Kind=Memcached"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$")
@@ -249,6 +252,21 @@ def test_foreign_objects_never_reach_the_output(stream: io.StringIO) -> None:
     assert third["msg"] == "<Leaky>"
     assert fourth["msg"] == "named <Leaky>"
     assert "hunter2" not in stream.getvalue()
+
+
+def test_own_values_and_errors_are_logged_by_their_str(stream: io.StringIO) -> None:
+    setup_logging(stream=stream)
+    log = logging.getLogger("x")
+    touch = Touch("apps", "v1", "Deployment", "deployments", "ns1", "web", False, True)
+    log.info("Resource will not be watched/cached (%s): %s", "blacklisted", touch)
+    log.info("Retrying %s", Key("memcached-v1alpha1-controller", "ns1", "mc"))
+    log.info("failed: %s", KubeUnavailable("HTTP 503: etcd is down"))
+    first, second, third = (line["msg"] for line in lines(stream))
+    assert (
+        first == "Resource will not be watched/cached (blacklisted): apps/v1 Deployment web in ns1"
+    )
+    assert second == "Retrying memcached-v1alpha1-controller ns1/mc"
+    assert third == "failed: KubeUnavailable: HTTP 503: etcd is down"
 
 
 def test_a_bad_format_string_still_logs(stream: io.StringIO) -> None:

@@ -349,3 +349,22 @@ def test_only_loopback_binds(bind: str) -> None:
             inject_owner_ref=True,
             bind=bind,
         )
+
+
+def test_a_busy_port_is_a_config_error_naming_it() -> None:
+    configuration = client.Configuration(host="http://127.0.0.1:1")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proxy = ApiProxy(
+            upstream=configuration,
+            credentials=RunCredentials(),
+            kube=Kube(client.ApiClient(configuration)),
+            inject_owner_ref=True,
+            bind=f"127.0.0.1:{port}",
+        )
+        with pytest.raises(
+            ConfigError, match=rf"cannot listen on 127\.0\.0\.1:{port} \(--proxy-port\): .*in use"
+        ):
+            proxy.start()
