@@ -3,8 +3,9 @@
 Called by the reconciler: before the first run of a CR whose watch names a
 finalizer, and after a successful finalizer run on deletion. JSON patches with
 a `test` of the resourceVersion: another controller's finalizer edits are never
-clobbered, and a concurrent change surfaces as a Conflict that the reconciler
-retries.
+clobbered. A concurrent change fails the `test`, which the API server answers
+with 422 (an ApiError, not a Conflict); it is raised out of the reconcile, and
+the worker retries the whole reconcile with backoff on a fresh read.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_operator.kube.client import JSON_PATCH, Kube, ResourceInfo
+from ansible_operator.kube.client import JSON_PATCH, KubeApi, ResourceInfo
 
 
 def has(obj: Mapping[str, Any], name: str) -> bool:
     return name in ((obj.get("metadata") or {}).get("finalizers") or [])
 
 
-def add(kube: Kube, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+def add(kube: KubeApi, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
     meta = obj["metadata"]
     ops: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
@@ -37,7 +38,7 @@ def add(kube: Kube, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dic
     )
 
 
-def remove(kube: Kube, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+def remove(kube: KubeApi, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
     meta = obj["metadata"]
     present = list(meta.get("finalizers") or [])
     ops: list[dict[str, Any]] = [

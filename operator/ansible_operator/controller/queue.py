@@ -182,19 +182,24 @@ class WorkQueue:
                 return
             self._schedule(key, now + delay, priority)
 
-    def add_rate_limited(self, key: Key) -> float:
+    def add_rate_limited(self, key: Key, *, delay: float | None = None) -> float:
         """Count a failure of `key` and re-add it at RETRY priority after its backoff.
 
         The backoff is base * 2**(failures - 1), capped at max, shortened by up
-        to 10% jitter. Returns the delay used.
+        to 10% jitter. A `delay` given by the caller (errors.RetryLater.delay:
+        the failing side said when to come back) replaces the backoff; the
+        failure still counts, so later failures without one keep growing.
+        Returns the delay used.
         """
         with self._cond:
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
-            raw = self._backoff_base * 2.0 ** min(failures - 1, _MAX_EXPONENT)
-            capped = min(raw, self._backoff_max)
-            # Not cryptographic: only spreads retries apart in time.
-            delay = capped * (1.0 - _JITTER * random.random())  # noqa: S311
+            if delay is None:
+                raw = self._backoff_base * 2.0 ** min(failures - 1, _MAX_EXPONENT)
+                capped = min(raw, self._backoff_max)
+                # Not cryptographic: only spreads retries apart in time.
+                delay = capped * (1.0 - _JITTER * random.random())  # noqa: S311
+            delay = max(0.0, delay)
             if self._shutting_down:
                 return delay
             self._observer.retried(key.queue)

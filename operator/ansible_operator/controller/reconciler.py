@@ -5,20 +5,29 @@ returns an `Outcome` that tells the queue when to come back. The steps follow
 the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
 
 1. live GET of the CR; gone → clean up its run directory, forget it;
-2. the reconcile-period annotation (a bad value → Failure status, backoff);
+2. the reconcile-period annotation (a bad value → Failure status and a
+   Warning Event, then no retry until the CR changes: errors.Permanent);
 3. finalizer: skip a deleting CR we hold no finalizer on; add ours before the
    first run;
 4. status Running (when the watch manages status), whose response is the
    object the role sees as `_<group>_<kind>`;
-5. the Ansible run (finalizer role/playbook when the CR is being deleted);
+5. the Ansible run (finalizer role/playbook when the CR is being deleted); a
+   run that cannot be set up (extra vars, runner directory, inventory,
+   --ansible-args: errors.Permanent, or an OSError) ends here with a Failure
+   condition and a Warning Event, its token revoked and kubeconfig removed;
 6. live GET again; on a successful finalizer run remove the finalizer;
 7. status Successful / Failure, Kubernetes Events, metrics, and the next
    reconcile time (requeue_after from the role, else the reconcile period).
 
-Improvements over the reference: a run error or timeout is written to status
-(not left at "Running"), a CRD without a status subresource gets an Event
-instead of an endless error loop, and a run that started never leaves the
-status or finalizer half-applied.
+Status writes and Events are controller.reporting's. What the returned
+Outcome's error makes the queue do is controller.workers' (see errors.py):
+a Permanent error is reported once and waits for a change of the CR or its
+reconcile period; a failed run is retried with backoff.
+
+Improvements over the reference: a run error, timeout or set-up failure is
+written to status (not left at "Running"), a CRD without a status
+subresource gets an Event instead of an endless error loop, and a run that
+started never leaves the status or finalizer half-applied.
 """
 
 from __future__ import annotations
@@ -35,21 +44,19 @@ from typing import Any, Protocol
 
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import annotations as cr_annotations
-from ansible_operator.controller import finalizers, statuswrite
+from ansible_operator.controller import finalizers, reporting
 from ansible_operator.controller.queue import Key
+from ansible_operator.controller.reporting import EventSink, Reporter
 from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.tasklog import task_logger
 from ansible_operator.controller.watching import controller_name
 from ansible_operator.controller.workers import Outcome
-from ansible_operator.errors import OperatorError, RetryLater
-from ansible_operator.kube.client import Kube, ResourceInfo
-from ansible_operator.observability.events import ObjectRef
+from ansible_operator.errors import Permanent, RetryLater
+from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.observability.logging import ObjectLogger, object_logger
 from ansible_operator.runner import inputdir
-from ansible_operator.runner.base import Runner, RunRequest, RunResult, Stats
+from ansible_operator.runner.base import Runner, RunRequest, RunResult
 from ansible_operator.runner.extravars import build_extravars
-from ansible_operator.status import transitions
-from ansible_operator.status.conditions import AnsibleResult
 
 log = logging.getLogger("ansible_operator.reconciler")
 
@@ -62,8 +69,7 @@ class RunFailed(RetryLater):
     """The role or playbook failed; the queue retries with backoff."""
 
 
-class EventSink(Protocol):
-    def record(self, ref: ObjectRef, *, type: str, reason: str, message: str) -> None: ...
+__all__ = ["EventSink", "ReconcileHooks", "ReconcileSettings", "Reconciler", "RunFailed"]
 
 
 class ReconcileHooks(Protocol):
@@ -85,17 +91,6 @@ class ReconcileSettings:
     run_timeout: float | None
 
 
-def _ref(obj: Mapping[str, Any]) -> ObjectRef:
-    meta = obj.get("metadata") or {}
-    return ObjectRef(
-        api_version=str(obj.get("apiVersion", "")),
-        kind=str(obj.get("kind", "")),
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-    )
-
-
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -105,7 +100,7 @@ class Reconciler:
         self,
         *,
         watch: Watch,
-        kube: Kube,
+        kube: KubeApi,
         runner: Runner,
         settings: ReconcileSettings,
         events: EventSink,
@@ -118,11 +113,11 @@ class Reconciler:
         self.kube = kube
         self.runner = runner
         self.settings = settings
-        self.events = events
         self.hooks = hooks
         self.access = access
         self.cancel = cancel
         self.now = now
+        self.report = Reporter(kube=kube, events=events, now=now)
         self._resource: ResourceInfo | None = None
         self._warned_no_status = False
 
@@ -160,8 +155,15 @@ class Reconciler:
         try:
             period = self._period(obj)
         except cr_annotations.BadAnnotation as err:
-            self._error(obj, str(err), logger)
-            return Outcome(error=err)
+            managed = self.watch.manage_status and self.resource.has_status
+            status_res = self.resource if managed else None
+            self.report.stopped(
+                status_res, obj, str(err), reason=reporting.RECONCILE_ERROR, log=logger
+            )
+            # Retried with backoff, as by the Go operator, unlike other permanent
+            # errors: fixing only the annotation is no change the watch lets through
+            # (unless watchAnnotationsChanges), so waiting for one would wait hours.
+            return Outcome(error=RetryLater(str(err)))
         deleting = bool(obj["metadata"].get("deletionTimestamp"))
         fin = self.watch.finalizer
         if deleting and (fin is None or not finalizers.has(obj, fin.name)):
@@ -176,7 +178,15 @@ class Reconciler:
         from_annotation = cr_annotations.reconcile_period(obj)
         if from_annotation is not None:
             return from_annotation
+        return self._default_period()
+
+    def _default_period(self) -> float:
         return float(self.watch.reconcile_period or self.settings.reconcile_period)
+
+    @staticmethod
+    def _permanent(err: Permanent, period: float) -> Outcome:
+        # Reported already; the queue comes back only with the periodic reconcile.
+        return Outcome(error=err, requeue_after=period if period > 0 else None)
 
     def _forget(self, key: Key) -> None:
         gvk = self.watch.gvk
@@ -201,10 +211,10 @@ class Reconciler:
             logger.warning(
                 "the CRD of %s has no status subresource; status is not written", self.watch.gvk
             )
-        self.events.record(
-            _ref(obj),
+        self.report.event(
+            obj,
             type="Warning",
-            reason="StatusSubresourceMissing",
+            reason=reporting.NO_STATUS_SUBRESOURCE,
             message="The CRD has no status subresource, so the operator cannot report status. "
             "Add `subresources: {status: {}}` to the CRD or set `manageStatus: false`.",
         )
@@ -221,26 +231,59 @@ class Reconciler:
     ) -> Outcome:
         managed = self._status_managed(obj, log)
         if managed:
-            written = statuswrite.write(
-                self.kube, self.resource, obj, lambda s: transitions.running(s, now=self.now())
-            )
+            written = self.report.running(self.resource, obj)
             if written is None:
                 return Outcome(forget=True)
             obj = written
+        started = time.monotonic()
+        try:
+            result = self._run(obj, ident=ident, deleting=deleting, log=log)
+        except (Permanent, OSError) as err:
+            self.hooks.run_finished(
+                watch=self.watch, outcome="error", seconds=time.monotonic() - started
+            )
+            return self._not_started(obj, err, managed=managed, period=period, log=log)
+        self.hooks.run_finished(watch=self.watch, outcome=result.outcome, seconds=result.duration)
+        return self._after_run(
+            obj, result, deleting=deleting, managed=managed, period=period, log=log
+        )
+
+    def _not_started(
+        self,
+        obj: dict[str, Any],
+        err: Permanent | OSError,
+        *,
+        managed: bool,
+        period: float,
+        log: ObjectLogger,
+    ) -> Outcome:
+        # Without this the CR would stay "Running" with nothing saying why.
+        message = reporting.not_started_message(err)
+        res = self.resource if managed else None
+        self.report.stopped(res, obj, message, reason=reporting.FAILED, log=log)
+        if isinstance(err, Permanent):
+            return self._permanent(err, period)
+        # An OSError (disk full, /tmp unwritable) may pass: retry with backoff.
+        return Outcome(error=RetryLater(message))
+
+    def _run(
+        self, obj: dict[str, Any], *, ident: str, deleting: bool, log: ObjectLogger
+    ) -> RunResult:
+        """Prepare and perform the run with its own token; both are gone when this returns.
+
+        Raises errors.Permanent (RunSetupError, or an invalid CR) or OSError when
+        the run could not be set up.
+        """
         with self.access.kubeconfig_for(obj, controller=controller_name(self.watch)) as kubeconfig:
             request = self._request(
                 obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log
             )
             what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
             path = request.playbook or request.role
-            self.events.record(
-                _ref(obj), type="Normal", reason="Running", message=f"Running {what} {path}"
+            self.report.event(
+                obj, type="Normal", reason=reporting.RUNNING, message=f"Running {what} {path}"
             )
-            result = self.runner.run(request)
-        self.hooks.run_finished(watch=self.watch, outcome=result.outcome, seconds=result.duration)
-        return self._after_run(
-            obj, result, deleting=deleting, managed=managed, period=period, log=log
-        )
+            return self.runner.run(request)
 
     def _request(
         self,
@@ -308,13 +351,8 @@ class Reconciler:
             if deleting and self.watch.finalizer is not None:
                 return self._finalized(obj)
             return self._succeeded(obj, result, managed=managed, period=period)
-        message = self._failure_message(result)
+        message = self.report.run_failed(self.resource if managed else None, obj, result)
         log.error("Ansible run %s: %s", result.outcome, message)
-        self.events.record(
-            _ref(obj), type="Warning", reason="Failed", message=self._event_failure(result)
-        )
-        if managed:
-            self._write_failure(obj, result, message)
         return Outcome(error=RunFailed(message))
 
     def _finalized(self, obj: dict[str, Any]) -> Outcome:
@@ -326,8 +364,8 @@ class Reconciler:
         )
         if fresh is not None and finalizers.has(fresh, fin.name):
             finalizers.remove(self.kube, self.resource, fresh, fin.name)
-        self.events.record(
-            _ref(obj), type="Normal", reason="Finalized", message="Finalizer run succeeded"
+        self.report.event(
+            obj, type="Normal", reason=reporting.FINALIZED, message="Finalizer run succeeded"
         )
         return Outcome(forget=True)
 
@@ -341,93 +379,20 @@ class Reconciler:
         fin = self.watch.finalizer
         fresh: dict[str, Any] | None = obj
         if managed:
-            stats = self._ansible_result(result)
-            fresh = statuswrite.write(
-                self.kube,
-                self.resource,
-                obj,
-                lambda s: transitions.succeeded(s, result=stats, now=self.now()),
-            )
+            fresh = self.report.succeeded(self.resource, obj, result)
         elif fin is not None:
             fresh = self.kube.get_or_none(
                 self.resource, namespace=meta.get("namespace", ""), name=meta["name"]
             )
         if fresh is None:
             return Outcome(forget=True)
-        self.events.record(
-            _ref(fresh), type="Normal", reason="Successful", message=self._event_success(result)
+        self.report.event(
+            fresh,
+            type="Normal",
+            reason=reporting.SUCCESSFUL,
+            message=reporting.success_event(result),
         )
         if fresh["metadata"].get("deletionTimestamp") and fin is not None:
             return Outcome(requeue_after=DELETED_DURING_RUN_REQUEUE)
         requeue = result.requeue_after if result.requeue_after is not None else period
         return Outcome(requeue_after=requeue if requeue > 0 else None)
-
-    def _write_failure(self, fresh: dict[str, Any], result: RunResult, message: str) -> None:
-        if result.failures:
-            stats = self._ansible_result(result)
-            messages = [f.message for f in result.failures]
-            statuswrite.write(
-                self.kube,
-                self.resource,
-                fresh,
-                lambda s: transitions.failed(s, messages=messages, result=stats, now=self.now()),
-            )
-        else:
-            statuswrite.write(
-                self.kube,
-                self.resource,
-                fresh,
-                lambda s: transitions.errored(s, message=message, now=self.now()),
-            )
-
-    # -- helpers -----------------------------------------------------------------
-
-    def _error(self, obj: dict[str, Any], message: str, logger: ObjectLogger) -> None:
-        """The reference's markError. Unlike the reference, a watch with `manageStatus: false`
-        gets no status write here either: the operator then never writes status."""
-        logger.error("%s", message)
-        self.events.record(_ref(obj), type="Warning", reason="ReconcileError", message=message)
-        if not (self.watch.manage_status and self.resource.has_status):
-            return
-        try:
-            statuswrite.write(
-                self.kube,
-                self.resource,
-                obj,
-                lambda s: transitions.errored(s, message=message, now=self.now()),
-            )
-        except OperatorError as err:
-            logger.warning("could not write the error to status: %s", err)
-
-    @staticmethod
-    def _ansible_result(result: RunResult) -> AnsibleResult:
-        stats = result.stats or Stats()
-        return AnsibleResult(
-            ok=stats.ok,
-            changed=stats.changed,
-            skipped=stats.skipped,
-            failures=stats.failures,
-            completion=stats.completion,
-        )
-
-    @staticmethod
-    def _failure_message(result: RunResult) -> str:
-        if result.failures:
-            return "\n".join(f.message for f in result.failures)
-        if result.outcome == "timeout":
-            return f"Ansible run timed out after {result.duration:.0f}s"
-        tail = result.stdout_tail.strip().splitlines()
-        detail = tail[-1] if tail else f"ansible-runner exited with code {result.rc}"
-        return f"Ansible run did not complete: {detail}"
-
-    @staticmethod
-    def _event_failure(result: RunResult) -> str:
-        if result.failures:
-            first = result.failures[0]
-            return f'Task "{first.task}" failed: {first.message}'
-        return Reconciler._failure_message(result)
-
-    @staticmethod
-    def _event_success(result: RunResult) -> str:
-        s = result.stats or Stats()
-        return f"Ansible run succeeded: ok={s.ok} changed={s.changed} skipped={s.skipped}"

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_operator.errors import RetryLater
-from ansible_operator.kube.client import Conflict, Kube, NotFound, ResourceInfo
+from ansible_operator.kube.client import Conflict, KubeApi, NotFound, ResourceInfo
 
 ATTEMPTS = 5
 
@@ -22,7 +22,7 @@ StatusFn = Callable[[Any], dict[str, Any]]
 
 
 def write(
-    kube: Kube, res: ResourceInfo, obj: Mapping[str, Any], compute: StatusFn
+    kube: KubeApi, res: ResourceInfo, obj: Mapping[str, Any], compute: StatusFn
 ) -> dict[str, Any] | None:
     """The object as stored after the write, or None if the object is gone."""
     current: dict[str, Any] = dict(obj)

@@ -14,10 +14,18 @@ reconciles run per kind and in total (the pool just needs enough threads to
 fill `total_limit`).
 
 Applying an `Outcome`, as controller-runtime does with a reconcile result
-(spec §5.2, §5.4):
+(spec §5.2, §5.4), and the error classes as errors.py defines them:
 
-* `error` set (or the handler raised): re-add with per-key exponential
-  backoff at RETRY priority; any requeue_after is ignored;
+* `error` is an errors.Permanent the reconciler returned: it has already
+  been reported on the CR (Failure condition, Warning Event), and retrying
+  the same input cannot help. Reset the backoff and come back only at
+  `requeue_after` (the reconcile period), at RESYNC priority; a change of
+  the CR re-adds it sooner through the watch;
+* `error` is an errors.RetryLater with a `delay`: re-add after exactly that
+  delay at RETRY priority (the failure still counts towards the backoff);
+* any other `error`, or the handler raised (whatever the class: nothing was
+  reported): re-add with per-key exponential backoff at RETRY priority; any
+  requeue_after is ignored;
 * `forget`: the object is gone: reset its backoff and do not come back;
 * otherwise success: reset its backoff and, if `requeue_after` > 0, come
   back then at RESYNC priority.
@@ -32,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.errors import Permanent, RetryLater
 
 _log = logging.getLogger(__name__)
 
@@ -41,7 +50,7 @@ class Outcome:
     """What a reconcile asks the queue to do next with its key."""
 
     requeue_after: float | None = None  # seconds until the next periodic run
-    error: BaseException | None = None  # the reconcile failed: retry with backoff
+    error: BaseException | None = None  # the reconcile failed: see the module docstring
     forget: bool = False  # the object is gone: no retry, no requeue
 
 
@@ -112,7 +121,8 @@ class WorkerPool:
             with self._lock:
                 self._busy += 1
             try:
-                self._apply(key, self._call(key))
+                outcome, raised = self._call(key)
+                self._apply(key, outcome, raised=raised)
             except Exception:
                 # Only the queue calls are left to fail here; keep the worker.
                 _log.exception("Requeueing %s failed", str(key))
@@ -121,21 +131,27 @@ class WorkerPool:
                     self._busy -= 1
                 self._queue.done(key)
 
-    def _call(self, key: Key) -> Outcome:
+    def _call(self, key: Key) -> tuple[Outcome, bool]:
+        """The handler's outcome, and whether it raised instead of returning one."""
         try:
-            return self._handler(key)
+            return self._handler(key), False
         except Exception as err:
             # A bug in the reconciler must not kill the worker or lose the key.
             _log.exception("Reconcile of %s raised an exception", str(key))
-            return Outcome(error=err)
+            return Outcome(error=err), True
 
-    def _apply(self, key: Key, outcome: Outcome) -> None:
-        if outcome.error is not None:
-            delay = self._queue.add_rate_limited(key)
-            _log.debug("Retrying %s in %.3fs after: %s", str(key), delay, str(outcome.error))
+    def _apply(self, key: Key, outcome: Outcome, *, raised: bool) -> None:
+        error = outcome.error
+        if error is None or (isinstance(error, Permanent) and not raised):
+            # Success, or a permanent error already reported: no backoff.
+            self._queue.forget(key)
+            if outcome.forget:
+                return
+            if outcome.requeue_after is not None and outcome.requeue_after > 0:
+                self._queue.add_after(key, outcome.requeue_after, priority=Priority.RESYNC)
+            if error is not None:
+                _log.debug("Not retrying %s until it changes: %s", str(key), str(error))
             return
-        self._queue.forget(key)
-        if outcome.forget:
-            return
-        if outcome.requeue_after is not None and outcome.requeue_after > 0:
-            self._queue.add_after(key, outcome.requeue_after, priority=Priority.RESYNC)
+        asked = error.delay if isinstance(error, RetryLater) else None
+        delay = self._queue.add_rate_limited(key, delay=asked)
+        _log.debug("Retrying %s in %.3fs after: %s", str(key), delay, str(error))

@@ -9,6 +9,11 @@ models, and a round-trip through models would drop unknown fields.
 Errors: 404 → NotFound, 409 → Conflict, 5xx / 429 / connection failures →
 KubeUnavailable (retry later), any other 4xx → ApiError (permanent for this
 input). Each carries the HTTP status and the API server's message.
+
+`KubeApi` is the seam the reconcile path (reconciler, finalizers, status
+writes) depends on; `Kube` is the real implementation and kube.fake.FakeKube
+the in-memory one for tests. The API proxy, leader election and dependent
+watches need raw `request()` and take a `Kube`.
 """
 
 from __future__ import annotations
@@ -20,12 +25,15 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import urllib3
 from kubernetes import client, config
+from kubernetes.client import rest
+from kubernetes.client.api_client import RequestSerialized
 
 from ansible_operator.errors import KubeUnavailable, Permanent
+from ansible_operator.kube import deepjson
 
 JSON = dict[str, Any]
 
@@ -78,6 +86,35 @@ class ResourceInfo:
         return base
 
 
+class KubeApi(Protocol):
+    """The object operations of the reconcile path; Kube and kube.fake.FakeKube implement it.
+
+    Every method raises NotFound, Conflict, ApiError or errors.KubeUnavailable
+    as the module docstring says.
+    """
+
+    def resource(self, *, group: str, version: str, kind: str) -> ResourceInfo: ...
+
+    def get(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON: ...
+
+    def get_or_none(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON | None: ...
+
+    def replace_status(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON: ...
+
+    def patch(
+        self,
+        res: ResourceInfo,
+        *,
+        namespace: str,
+        name: str,
+        body: Any,
+        content_type: str = MERGE_PATCH,
+        subresource: str = "",
+    ) -> JSON: ...
+
+    def create(self, res: ResourceInfo, *, namespace: str, body: Mapping[str, Any]) -> JSON: ...
+
+
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient for `kubeconfig`, else $KUBECONFIG, in-cluster, or ~/.kube/config."""
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
@@ -106,7 +143,7 @@ def _error(status: int, payload: bytes) -> ApiError | KubeUnavailable:
     return ApiError(status, message, reason=reason)
 
 
-class Kube:
+class Kube(KubeApi):
     """Thread-safe JSON access to one API server."""
 
     def __init__(self, api_client: client.ApiClient, *, timeout: float = 30.0) -> None:
@@ -125,16 +162,19 @@ class Kube:
         content_type: str = "application/json",
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        # We encode bodies and decode answers with deepjson, not the kubernetes
+        # client: its sanitizing and json recurse per level and fail from about
+        # 500 levels, while the API server accepts objects nested 10,000 deep.
+        encoded = None if body is None else deepjson.dumps(body).encode()
         serialized = self.api_client.param_serialize(
             method,
             path,
             query_params=list(query),
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
         try:
-            response = self.api_client.call_api(*serialized, _request_timeout=self.timeout)
+            response = self._send(serialized, encoded)
             payload = cast(bytes, response.read())  # type: ignore[no-untyped-call]
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise KubeUnavailable(f"{method} {path}: {err}") from err
@@ -142,7 +182,22 @@ class Kube:
             raise _error(int(err.status or 0), (err.body or "").encode()) from err
         if not 200 <= response.status <= 299:
             raise _error(response.status, payload)
-        return json.loads(payload) if payload else None
+        return deepjson.loads(payload) if payload else None
+
+    def _send(self, serialized: RequestSerialized, encoded: bytes | None) -> rest.RESTResponse:
+        if encoded is None:
+            return self.api_client.call_api(*serialized, _request_timeout=self.timeout)
+        # call_api would json.dumps the body again; its pool sends our bytes as they are.
+        method, url, headers = serialized[0], serialized[1], serialized[2]
+        raw = self.api_client.rest_client.pool_manager.request(
+            method,
+            url,
+            body=encoded,
+            headers=headers,
+            timeout=urllib3.Timeout(total=self.timeout),
+            preload_content=False,
+        )
+        return rest.RESTResponse(raw)
 
     # -- discovery -------------------------------------------------------------
 

@@ -10,6 +10,11 @@ until released, to test concurrency, shutdown and cancellation.
     fake.hold()                       # runs now block ...
     ...; assert fake.wait_running(2)  # ... until two are in progress
     fake.release()                    # let them finish
+
+Script `errors.RunSetupError(...)` for a run that cannot be set up, and
+`FakeRunner.timed_out()` for one killed by its timeout. With
+kube.fake.FakeKube the whole reconcile path runs in memory
+(tests/unit/controller/test_reconcile_path.py shows how).
 """
 
 from __future__ import annotations
@@ -91,6 +96,11 @@ class FakeRunner:
     def errored(stdout_tail: str = "ERROR! the role 'missing' was not found") -> RunResult:
         """A run that ended without a recap, like a syntax error or a missing role."""
         return RunResult(ident="", outcome=Outcome.ERROR, rc=1, stdout_tail=stdout_tail)
+
+    @staticmethod
+    def timed_out(after: float = 60.0) -> RunResult:
+        """A run killed when its `--ansible-run-timeout` of `after` seconds expired."""
+        return RunResult(ident="", outcome=Outcome.TIMEOUT, rc=254, duration=after, timeout=after)
 
     # --- holding runs ------------------------------------------------------------------
 

@@ -172,7 +172,11 @@ def _write_cmdline(env_dir: Path, ansible_args: str) -> None:
     try:
         shlex.split(cmdline)  # ansible-runner splits it the same way, mid-run
     except ValueError as error:
-        raise RunSetupError(f"--ansible-args {ansible_args!r} is not valid: {error}") from error
+        # Not the text itself: it can hold credentials (--extra-vars), and this
+        # message reaches the CR's status and Events.
+        raise RunSetupError(
+            f"--ansible-args cannot be split into arguments as a shell would: {error}"
+        ) from None
     write_private(env_dir / "cmdline", cmdline)
 
 

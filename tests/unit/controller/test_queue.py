@@ -427,6 +427,21 @@ def test_rate_limited_key_is_ready_at_its_delay_with_retry_priority() -> None:
     assert drain(queue) == ["x", "resync"]
 
 
+def test_a_delay_asked_for_replaces_the_backoff_and_still_counts_as_a_failure() -> None:
+    clock = FakeClock()
+    queue = make(clock, base=1.0, cap=60.0)
+    x = key("x")
+    start = clock.now
+    assert queue.add_rate_limited(x, delay=7.0) == 7.0  # exactly: no jitter, no backoff
+    assert queue.failures(x) == 1
+    clock.now = start + 6.999
+    assert queue.depth() == 0
+    clock.now = start + 7.0
+    assert drain(queue) == ["x"]
+    assert 1.8 <= queue.add_rate_limited(x) <= 2.0  # the second failure's backoff
+    assert queue.add_rate_limited(x, delay=-1.0) == 0.0
+
+
 def test_bad_backoff_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="backoff"):
         make(base=0.0)

@@ -18,6 +18,7 @@ import pytest
 
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 from ansible_operator.controller.workers import Outcome, WorkerPool
+from ansible_operator.errors import Permanent, RetryLater
 from tests.unit.controller.test_queue import A, B, C, FakeClock, Recorder, key
 
 LOGGER = "ansible_operator.controller.workers"
@@ -137,6 +138,58 @@ def test_error_outcome_backs_off_and_ignores_requeue_after(pools: Pools) -> None
     settle(queue)
     assert handler.count() == 1
     tick(queue, clock, 0.5)
+    wait_until(lambda: handler.count() == 2)
+
+
+# (case, what the handler does, quiet for, then due after, failures counted)
+ERROR_CLASSES = [
+    (
+        "permanent returned: reported, back only at its period",
+        Outcome(error=Permanent("no inventory"), requeue_after=30.0),
+        29.9,
+        0.1,
+        0,
+    ),
+    ("permanent returned without a period: never", Outcome(error=Permanent("x")), 10_000, None, 0),
+    (
+        "retry later with a delay: that delay",
+        Outcome(error=RetryLater("x", delay=7.0)),
+        6.9,
+        0.1,
+        1,
+    ),
+    ("retry later without a delay: backoff", Outcome(error=RetryLater("x")), 0.85, 0.15, 1),
+    ("permanent raised, so not reported: backoff", Permanent("HTTP 403"), 0.85, 0.15, 1),
+    ("retry later raised with a delay: that delay", RetryLater("x", delay=5.0), 4.9, 0.1, 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("step", "quiet", "due", "failures"),
+    [case[1:] for case in ERROR_CLASSES],
+    ids=[case[0] for case in ERROR_CLASSES],
+)
+def test_error_classes_decide_when_the_key_comes_back(
+    pools: Pools,
+    step: Outcome | Exception,
+    quiet: float,
+    due: float | None,
+    failures: int,
+) -> None:
+    clock = FakeClock()
+    queue = make(clock, backoff_max=1000.0)
+    handler = Calls(step)
+    pools(queue, handler, workers=1)
+    queue.add(key("x"))
+    wait_until(lambda: handler.count() == 1)
+    settle(queue)
+    assert queue.failures(key("x")) == failures
+    tick(queue, clock, quiet)
+    settle(queue)
+    assert handler.count() == 1
+    if due is None:
+        return
+    tick(queue, clock, due)
     wait_until(lambda: handler.count() == 2)
 
 
