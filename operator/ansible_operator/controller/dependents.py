@@ -46,6 +46,7 @@ import urllib3
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 from ansible_operator.errors import KubeUnavailable, OperatorError
+from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import ApiError, Kube, ResourceInfo
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import OwnerLink, PrimaryIndex, Touch, owner_links
@@ -68,7 +69,12 @@ def object_digest(obj: Mapping[str, Any]) -> bytes:
     meta = kept.get("metadata")
     if isinstance(meta, Mapping):
         kept["metadata"] = {k: v for k, v in meta.items() if k not in _IGNORED_METADATA}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    except RecursionError:
+        # Nested deeper than json recurses: the API server's own key order
+        # (sorted, as Go encodes maps) stands in for sort_keys.
+        text = deepjson.dumps(kept)
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
@@ -264,7 +270,7 @@ class _KindWatch:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        version = self._event(json.loads(line), store) or version
+                        version = self._event(deepjson.loads(line), store) or version
             complete = True
             return version
         finally:

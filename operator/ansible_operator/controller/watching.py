@@ -12,6 +12,14 @@ counts when `metadata.generation` changed, or the object has no generation
 `watchAnnotationsChanges`; the label `selector` filters every event. So the
 operator's own status writes (which never bump the generation) trigger nothing.
 A DELETED event enqueues the key once more, so the reconciler can clean up.
+
+Every object the API server accepts must reach the queue, however deeply it
+is nested: the reconciler then either runs it or writes a Failure condition
+saying why not. `register` therefore also installs controller.kopfguard,
+without which kopf stops the whole operator on an object nested about 1,000
+levels deep and silently drops one nested about 500 levels deep. The handler
+itself reads only metadata and whether `status.conditions` is set, never the
+spec, so it costs the same at any depth.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 import kopf
 
 from ansible_operator.config.watches import Watch
+from ansible_operator.controller import kopfguard
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 
 log = logging.getLogger("ansible_operator.watching")
@@ -113,8 +122,9 @@ class PrimaryWatch:
 
 
 def register(registry: kopf.OperatorRegistry, primary: PrimaryWatch) -> None:
-    """Register the kopf handler that feeds `primary`."""
+    """Register the kopf handler that feeds `primary`, with kopf guarded against deep objects."""
     gvk = primary.watch.gvk
+    kopfguard.install(registry)
 
     async def on_event(**kwargs: Any) -> None:
         primary.handle(kwargs.get("type"), kwargs["body"])

@@ -32,7 +32,6 @@ dependent watches' event handlers (which primary CRs to enqueue).
 
 from __future__ import annotations
 
-import copy
 import enum
 import urllib.parse
 from collections.abc import Mapping
@@ -192,13 +191,17 @@ def has_ownership(obj: Mapping[str, Any], owner: Owner, mode: Mode) -> bool:
 
 
 def with_ownership(obj: Mapping[str, Any], owner: Owner, mode: Mode) -> dict[str, Any]:
-    """A copy of the object (a POST/PUT/apply body) that records `owner`."""
-    result = copy.deepcopy(dict(obj))
+    """A copy of the object (a POST/PUT/apply body) that records `owner`.
+
+    Only the object and its metadata are copied (the lists and maps changed
+    here are new ones): the rest is shared with `obj`, which may be nested
+    deeper than a recursive copy can go.
+    """
+    result = dict(obj)
     if has_ownership(result, owner, mode):
         return result
     meta = result.get("metadata")
-    if not isinstance(meta, dict):
-        meta = result["metadata"] = {}
+    meta = result["metadata"] = dict(meta) if isinstance(meta, Mapping) else {}
     if mode is Mode.OWNER_REFERENCE:
         refs = meta.get("ownerReferences")
         meta["ownerReferences"] = [

@@ -52,6 +52,7 @@ import yaml
 from kubernetes.client import Configuration
 
 from ansible_operator.errors import ConfigError, OperatorError
+from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, NotFound, ResourceInfo
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.handler import ProxyHandler
@@ -116,7 +117,7 @@ def _decode_object(body: bytes, content_type: str) -> dict[str, Any] | None:
     if media not in {"application/json", APPLY_PATCH, "application/yaml", ""}:
         return None  # e.g. protobuf: forwarded untouched
     try:
-        obj = json.loads(body)
+        obj = deepjson.loads(body)
     except ValueError:
         if media == "application/json":
             return None
@@ -196,8 +197,7 @@ class ApiProxy:
             # Most often another operator on this machine holds the port.
             host, port = self._address
             raise ConfigError(
-                f"API proxy: cannot listen on {host}:{port} (--proxy-port): "
-                f"{err.strerror or err}"
+                f"API proxy: cannot listen on {host}:{port} (--proxy-port): {err.strerror or err}"
             ) from err
         self._server = server
         self._thread = threading.Thread(
@@ -309,7 +309,7 @@ class ApiProxy:
         )
         if inject and obj is not None:
             try:
-                body = json.dumps(with_ownership(obj, owner, mode)).encode()
+                body = deepjson.dumps(with_ownership(obj, owner, mode)).encode()
             except (TypeError, ValueError):
                 # YAML that JSON cannot carry (timestamps...): leave it alone.
                 return None, body
@@ -355,7 +355,7 @@ class ApiProxy:
         if response.status != 201 or owner.finalizing:
             return response
         try:
-            obj = json.loads(response.data)
+            obj = deepjson.loads(response.data)
         except ValueError:
             log.info("Response of %s is not JSON; ownership not checked", info)
             return response

@@ -16,6 +16,13 @@ The variables are the Go operator's, so roles written for it run unchanged:
 * then the watch's `vars`, then, on finalizer runs, the finalizer's `vars`;
   each later item replaces an earlier one with the same name.
 
+Nesting is limited to `MAX_DEPTH` levels below each top-level field (spec,
+status...): `build_extravars` raises errors.InvalidResource for a deeper
+object, with a message naming the field and the path, so the reconciler
+reports it instead of starting a run that Ansible could not template. Every
+walk here is then bounded, and the copies use runner.tree's iterative walks
+anyway. docs/runner.md explains the limit.
+
 Deliberate difference: the reconciler passes `mark_unsafe=True` unless the watch
 sets `markUnsafe: false` (the Go operator's default is false). Marked strings are
 data to Ansible, never templates, so `{{ lookup('pipe', ...) }}` in a custom
@@ -32,12 +39,16 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from ansible_operator.errors import InvalidResource
 from ansible_operator.runner.paramconv import go_lower, map_to_snake
+from ansible_operator.runner.tree import deeper_than, describe_path, rebuild
 
 __all__ = [
+    "MAX_DEPTH",
     "META_VAR",
     "UNSAFE_MARKER",
     "build_extravars",
+    "check_depth",
     "mark_unsafe",
     "object_key",
     "render",
@@ -48,6 +59,15 @@ _log = logging.getLogger(__name__)
 # Ansible's JSON decoder turns {"__ansible_unsafe": "text"} into an unsafe string.
 UNSAFE_MARKER = "__ansible_unsafe"
 META_VAR = "ansible_operator_meta"
+
+#: How many levels of maps and lists a top-level field of a custom resource may
+#: have (`spec: {a: {b: 1}}` has 2). Real CRDs stay below about 30. Ansible
+#: 2.19 fails to template a value into task arguments from about 160 levels,
+#: and to load extra vars at all from about 480 (docs/runner.md has the figures).
+MAX_DEPTH = 100
+# metadata.managedFields mirrors spec and status 4 levels further down
+# (managedFields[i].fieldsV1.f:spec...), so metadata is allowed that much more.
+_METADATA_EXTRA_DEPTH = 4
 
 
 def object_key(group: str, kind: str) -> str:
@@ -66,13 +86,11 @@ def mark_unsafe(value: Any) -> Any:
     wrapped: the marker only exists for values). Numbers, booleans and null are
     returned as they are. The input is not modified.
     """
-    if isinstance(value, str):
-        return {UNSAFE_MARKER: value}
-    if isinstance(value, Mapping):
-        return {key: mark_unsafe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [mark_unsafe(item) for item in value]
-    return value
+    return rebuild(value, leaf=_wrap_string)
+
+
+def _wrap_string(value: Any) -> Any:
+    return {UNSAFE_MARKER: value} if isinstance(value, str) else value
 
 
 # `build_extravars` has a keyword argument named mark_unsafe; this alias lets it
@@ -86,11 +104,7 @@ def _plain(value: Any) -> Any:
     The returned extra vars must not share containers with the caller's object
     (or with the watch configuration, which lives for the whole process).
     """
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
+    return rebuild(value)
 
 
 def _string_field(mapping: Any, field: str) -> str:
@@ -130,6 +144,23 @@ def _without_connection_vars(
     return kept
 
 
+def check_depth(cr: Mapping[str, Any]) -> None:
+    """Raise InvalidResource if a top-level field of `cr` is nested deeper than MAX_DEPTH.
+
+    spec is checked first, then status, then the rest, so the message names the
+    field the user wrote rather than its mirror in metadata.managedFields.
+    """
+    order = {"spec": 0, "status": 1}
+    for field in sorted(cr, key=lambda name: order.get(name, 2)):
+        limit = MAX_DEPTH + (_METADATA_EXTRA_DEPTH if field == "metadata" else 0)
+        path = deeper_than(cr[field], limit)
+        if path is not None:
+            raise InvalidResource(
+                f"{field} nested deeper than {limit} levels at {describe_path(str(field), path)}:"
+                f" the operator passes at most {MAX_DEPTH} levels to Ansible"
+            )
+
+
 def build_extravars(
     cr: Mapping[str, Any],
     *,
@@ -149,7 +180,9 @@ def build_extravars(
     operator author. Pass `finalizer_vars` only for a finalizer run.
     A `spec` that is missing or not a map counts as `{}` for the spec-derived
     variables; `_<group>_<kind>` still shows the object as it is.
+    Raises errors.InvalidResource for an object nested too deep (`check_depth`).
     """
+    check_depth(cr)
     obj = _plain(cr)
     metadata = obj.get("metadata")
     spec = obj.get("spec")

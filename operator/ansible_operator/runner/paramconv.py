@@ -28,6 +28,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_operator.runner.tree import rebuild
+
 __all__ = ["go_lower", "map_to_snake", "to_snake"]
 
 _log = logging.getLogger(__name__)
@@ -148,23 +150,21 @@ def _split_words(text: str) -> list[str]:
 
 
 def map_to_snake(value: Any) -> Any:
-    """`value` with the keys of every map in it snake_cased, recursing into lists.
+    """`value` with the keys of every map in it snake_cased, at every depth, including in lists.
 
     Values are never changed. Any Mapping becomes a plain dict and any list or tuple
-    a list. Keys that are not strings (they cannot come from JSON) are kept.
+    a list. Keys that are not strings (they cannot come from JSON) are kept. The
+    walk is iterative (runner.tree.rebuild), so no depth raises RecursionError.
 
     When several keys of one map convert to the same name, exactly one survives:
     the key already spelled like the converted name if there is one, otherwise the
     key that sorts first. The result therefore never depends on the input's order.
     """
-    if isinstance(value, Mapping):
-        return _snake_mapping(value)
-    if isinstance(value, list | tuple):
-        return [map_to_snake(item) for item in value]
-    return value
+    return rebuild(value, pairs=_snake_pairs)
 
 
-def _snake_mapping(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
+def _snake_pairs(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
+    """The (converted key, value) pairs of one map's copy, collisions settled."""
     source_of: dict[Any, Any] = {}
     for original in mapping:
         converted = to_snake(original) if isinstance(original, str) else original
@@ -181,7 +181,7 @@ def _snake_mapping(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
             kept,
         )
         source_of[converted] = kept
-    return {converted: map_to_snake(mapping[key]) for converted, key in source_of.items()}
+    return [(converted, mapping[key]) for converted, key in source_of.items()]
 
 
 def _collision_winner(first: str, second: str, converted: str) -> str:

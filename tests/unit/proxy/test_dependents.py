@@ -360,3 +360,18 @@ def test_relist_reports_changes_and_deletes_missed_while_disconnected(queue: Wor
     # and "new" appeared (ADDED): neither counts.
     assert sorted(drain(queue), key=str) == [Key(MC, "ns1", "mc"), Key(MC, "ns1", "mc2")]
     assert set(store) == {"uid-cm", "uid-silent", "uid-new"}
+
+
+def _nested(depth: int, leaf: str) -> dict[str, Any]:
+    value: Any = leaf
+    for _ in range(depth):
+        value = {"a": value}
+    return {"metadata": {"name": "deep", "namespace": "ns1"}, "spec": value}
+
+
+def test_digest_of_an_object_deeper_than_json_recurses() -> None:
+    # The API server stores objects ~10,000 levels deep; a dependent watch must
+    # not stop on one (json.dumps raises RecursionError at ~1,000).
+    first = object_digest(_nested(3000, "x"))
+    assert first == object_digest(_nested(3000, "x"))
+    assert first != object_digest(_nested(3000, "y"))

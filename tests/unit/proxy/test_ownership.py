@@ -344,3 +344,14 @@ def test_followup_patch_refuses_a_newer_version() -> None:
 )
 def test_write_kind(method: str, target: str, content_type: str, kind: WriteKind) -> None:
     assert write_kind(method, parse_request(method, target), content_type) is kind
+
+
+def test_with_ownership_leaves_its_input_alone_at_any_depth() -> None:
+    spec: Any = "leaf"
+    for _ in range(3000):  # deeper than a recursive copy can go
+        spec = {"a": spec}
+    body = {"metadata": {"name": "cm", "ownerReferences": []}, "spec": spec}
+    owned = with_ownership(body, OWNER, Mode.OWNER_REFERENCE)
+    assert has_ownership(owned, OWNER, Mode.OWNER_REFERENCE)
+    assert body["metadata"] == {"name": "cm", "ownerReferences": []}
+    assert owned["spec"] is spec
