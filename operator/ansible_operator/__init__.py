@@ -10,6 +10,7 @@ Layers, top to bottom (a module imports only from layers below it):
     controller     watching (kopf), queueing, reconciling, finalizers, leader election
     runner | status | proxy
                    one Ansible run; status conditions; the API endpoint roles talk to
+    warm           fork servers that start ansible-playbook and Python modules warm
     kube           the Kubernetes API client and its helpers
     observability  logging, metrics, health probes, Kubernetes Events
     config         watches.yaml, flags, environment; every default lives in config.defaults

@@ -5,10 +5,12 @@
     │                             the message names the file, entry, key and what is wrong
     ├── RetryLater                transient: try the same thing again after `delay` seconds
     │   └── KubeUnavailable       the API server could not be reached or answered 5xx/429
-    └── Permanent                 retrying the same input cannot help (until the input changes)
-        ├── RunSetupError         an Ansible run could not be prepared (missing role, bad dir)
-        └── InvalidResource       the custom resource cannot become a run's variables
-                                  (nested deeper than runner.extravars.MAX_DEPTH)
+    ├── Permanent                 retrying the same input cannot help (until the input changes)
+    │   ├── RunSetupError         an Ansible run could not be prepared (missing role, bad dir)
+    │   └── InvalidResource       the custom resource cannot become a run's variables
+    │                             (nested deeper than runner.extravars.MAX_DEPTH)
+    └── WarmStartError            a warm Ansible server cannot start (or refuses to, when a
+                                  pre-import would freeze per-run configuration): runs go cold
 
 The controller maps these to behaviour (controller.reconciler reports,
 controller.workers schedules, docs/status.md tells users):
@@ -64,4 +66,11 @@ class InvalidResource(Permanent):
     Raised by runner.extravars.build_extravars, for example for a spec nested
     deeper than the operator passes to Ansible; the message names the field
     and where, so it can go as it is into the Failure condition and Event.
+    """
+
+
+class WarmStartError(OperatorError):
+    """A warm Ansible server (see the warm package) could not be started or refused to.
+
+    Never fatal: the operator logs it and its runs take the cold path.
     """

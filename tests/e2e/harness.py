@@ -4,12 +4,17 @@ Used by the end-to-end tests: `OperatorProcess` starts `ansible-operator run`
 with the e2e project (tests/e2e/project) as its working directory, on
 ephemeral loopback ports, with its own runner directory, and captures its JSON
 log lines to a file the tests can search.
+
+`E2E_OPERATOR_ARGS` (split like a shell would) is appended to every operator's
+arguments: `E2E_OPERATOR_ARGS=--warm-ansible=false pytest tests/e2e/test_reconcile.py`
+runs the same tests on the cold path.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -64,6 +69,7 @@ class OperatorProcess:
             "--proxy-port=0",
             "--user-metrics-bind-address=127.0.0.1:0",
             *args,
+            *shlex.split(os.environ.get("E2E_OPERATOR_ARGS", "")),
         ]
         self.env = {
             **os.environ,

@@ -113,3 +113,13 @@ RUNNER_DIR_ROOT = "/tmp/ansible-operator/runner"  # noqa: S108 - the Go operator
 # its cap of 1000 s.
 RETRY_BACKOFF_BASE = 1.0
 RETRY_BACKOFF_MAX = 1000.0
+# --warm-ansible (ours): fork ansible-playbook and Python modules from warm
+# interpreters (the warm package); false gives the cold path of exec'ing both.
+WARM_ANSIBLE = True
+# How long the operator waits for a warm server to listen at start-up, and for
+# one to exit at shutdown; a server that misses it is left out (runs go cold).
+WARM_START_TIMEOUT = 30.0
+WARM_STOP_TIMEOUT = 5.0
+# A warm server that died is restarted by the next run, but at most this often
+# (seconds since it was last started), so one that cannot start costs little.
+WARM_RESTART_INTERVAL = 5.0

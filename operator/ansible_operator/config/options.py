@@ -74,6 +74,7 @@ class RunOptions:
     proxy_port: int = defaults.PROXY_PORT
     user_metrics_bind_address: str = defaults.USER_METRICS_BIND_ADDRESS
     runner_dir: str = defaults.RUNNER_DIR_ROOT
+    warm_ansible: bool = defaults.WARM_ANSIBLE
     zap_encoder: str = "json"
     zap_log_level: str = "info"
     zap_stacktrace_level: str = "error"
@@ -119,6 +120,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--proxy-port", type=int, default=d.PROXY_PORT, help="0 = any free port")
     add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
+    _add_bool(parser, "--warm-ansible", d.WARM_ANSIBLE, "fork Ansible from warm interpreters")
     add("--zap-encoder", default="json", choices=["json", "console"])
     add("--zap-log-level", default="info")
     add("--zap-stacktrace-level", default="error")
@@ -200,6 +202,7 @@ def options_from_args(
         proxy_port=args.proxy_port,
         user_metrics_bind_address=args.user_metrics_bind_address,
         runner_dir=args.runner_dir,
+        warm_ansible=args.warm_ansible,
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"
         if args.zap_devel and args.zap_log_level == "info"

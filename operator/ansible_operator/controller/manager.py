@@ -46,6 +46,7 @@ from ansible_operator.observability.usermetrics import UserMetricsServer
 from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner import inputdir
 from ansible_operator.runner.ansible import AnsibleRunner
+from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
 
 log = logging.getLogger("ansible_operator.manager")
 
@@ -155,8 +156,10 @@ class Manager:
         events: EventRecorder,
         queue: WorkQueue,
         access: RunAccess,
+        *,
+        warm: WarmServers | None,
     ) -> dict[str, Reconciler]:
-        runner = AnsibleRunner(root=Path(self.options.runner_dir))
+        runner = AnsibleRunner(root=Path(self.options.runner_dir), warm=warm)
         # Before the first run (and after leadership): any scratch directory
         # there is a killed predecessor's.
         removed = inputdir.sweep_scratch_dirs(Path(self.options.runner_dir))
@@ -302,7 +305,11 @@ class Manager:
                 "Warning: injection of owner references and dependent watches is turned off"
             )
         access = RunAccess(credentials=credentials, proxy_url=proxy.url)
-        reconcilers = self._reconcilers(watches, kube, events, queue, access)
+        # After leadership, before the first run; stopped after the last run below.
+        warm = start_warm_servers(
+            enabled=self.options.warm_ansible, runner_root=Path(self.options.runner_dir)
+        )
+        reconcilers = self._reconcilers(watches, kube, events, queue, access, warm=warm)
 
         def handle(key: Key) -> Outcome:
             return reconcilers[key.queue].reconcile(key)
@@ -327,6 +334,8 @@ class Manager:
             dependents.stop()
             proxy.stop()
             access.close()
+            if warm is not None:
+                warm.stop()
 
     def _object_hook(self, watch: Watch) -> Callable[[str, Mapping[str, Any]], None]:
         def seen(event_type: str, body: Mapping[str, Any]) -> None:

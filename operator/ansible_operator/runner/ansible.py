@@ -15,10 +15,14 @@ imports `ansible_runner`. A run goes:
    group, but ansible-core (2.19) puts every forked worker in a session of its own
    (WorkerProcess._detach calls setsid), so workers and the modules they run (a
    `sleep 60`, a kubectl ...) would survive as orphans. Every process of a run carries
-   a unique marker environment variable; before ansible-runner's kill and again after
-   the run we kill every process that carries it, plus the rest of those processes'
-   sessions (catching children that cleared their environment), and remove the
-   temporary directories the killed processes left in ~/.ansible/tmp.
+   a unique marker (environment variable, or for processes forked from a warm server
+   their process name); before ansible-runner's kill and again after the run we kill
+   every process that carries it, plus the rest of those processes' sessions
+   (runner/sweep.py), and remove the temporary directories the killed left behind.
+   Warm runs (see the warm package): ansible-playbook and the modules are forked from
+   the operator's warm servers; `warm.run_env()` and `warm.interpreter` put the shim
+   first on PATH and the interpreter client into the inventory. A run whose helper
+   died mid-run (client exit HELPER_DIED_EXIT) is swept like a killed one.
 4. inputdir.finish_run() - keep the discovery cache, drop the TMPDIR, rotate artifacts,
    refresh `artifacts/latest`.
 
@@ -34,12 +38,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
-import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,103 +54,18 @@ from ansible_operator.errors import RunSetupError
 from ansible_operator.runner import inputdir
 from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult
 from ansible_operator.runner.events import JobEvent, RunObserver, RunSummary
+from ansible_operator.runner.sweep import MARKER_ENV, kill_run_processes, remove_ansible_temp
+from ansible_operator.warm.protocol import HELPER_DIED_EXIT
+from ansible_operator.warm.supervisor import WarmServers
 
 __all__ = ["MARKER_ENV", "AnsibleRunner", "kill_run_processes"]
 
 log = logging.getLogger(__name__)
 
-MARKER_ENV = "AO_RUN_MARKER"
-"""Environment variable carrying a per-run random value; inherited by every process of
-the run, it is how a timed-out or canceled run's processes are found."""
+# MARKER_ENV (from runner/sweep.py): a per-run random value in the environment of
+# every process of the run; it is how a timed-out or canceled run's processes are found.
 _KEEP_ENV = frozenset({MARKER_ENV})
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-_KILL_ROUNDS = 50
-_KILL_PAUSE = 0.02
-
-
-def _proc_state(pid: int) -> tuple[str, int] | None:
-    """(state, session id) of a live process from /proc/<pid>/stat, or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = stat.rsplit(b")", 1)[-1].split()  # the command name may contain anything
-    try:
-        return fields[0].decode(), int(fields[3])
-    except (IndexError, ValueError):
-        return None
-
-
-def _run_processes(marker: bytes) -> set[int]:
-    """Live processes carrying `marker`, plus the other members of their sessions."""
-    own_pid, own_session = os.getpid(), os.getsid(0)
-    sessions: dict[int, int] = {}
-    marked: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == own_pid:
-            continue
-        pid = int(entry)
-        state = _proc_state(pid)
-        if state is None or state[0] in {"Z", "X"}:  # zombies are already dead
-            continue
-        sessions[pid] = state[1]
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:  # another user's process, or gone: not ours to kill
-            continue
-        if marker in environ.split(b"\0"):
-            marked.add(pid)
-    run_sessions = {sessions[pid] for pid in marked} - {own_session}
-    return marked | {pid for pid, session in sessions.items() if session in run_sessions}
-
-
-def kill_run_processes(marker: str) -> list[int]:
-    """SIGKILL every process of the run tagged with `marker` until none is left.
-
-    Linux only (reads /proc); elsewhere ansible-runner's own process-group kill is all
-    there is. Returns the pids that were signalled.
-    """
-    if not os.path.isdir("/proc"):
-        return []
-    needle = f"{MARKER_ENV}={marker}".encode()
-    killed: set[int] = set()
-    for _ in range(_KILL_ROUNDS):
-        pids = _run_processes(needle)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:  # exited meanwhile, or not permitted
-                continue
-            killed.add(pid)
-        time.sleep(_KILL_PAUSE)
-    else:
-        log.warning("processes of run marker %s still alive after killing", marker)
-    return sorted(killed)
-
-
-def _remove_ansible_temp(pids: Iterable[int], environ: Mapping[str, str]) -> None:
-    """Remove the temporary directories killed processes could not clean up:
-    `ansible-local-<pid>XXXXXXXX` (ansible-playbook) and `ansible-tmp-<time>-<pid>-<n>`
-    (modules over the local connection), in the configured or default temp dirs."""
-    alternatives = "|".join(str(pid) for pid in sorted(set(pids)))
-    if not alternatives:
-        return
-    # mkdtemp adds exactly 8 characters, so a pid cannot match another pid's directory.
-    leftover = re.compile(
-        rf"ansible-local-(?:{alternatives})[a-z0-9_]{{8}}"
-        rf"|ansible-tmp-[0-9.]+-(?:{alternatives})-[0-9]+"
-    )
-    names = ("ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_REMOTE_TMP")
-    for directory in {os.path.expanduser(environ.get(n) or "~/.ansible/tmp") for n in names}:
-        try:
-            entries = os.listdir(directory)
-        except OSError:
-            continue
-        for entry in entries:
-            if leftover.fullmatch(entry):
-                shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
 
 
 def _stdout_tail(path: Path, limit: int) -> str:
@@ -269,7 +186,10 @@ class AnsibleRunner:
     `root` is the parent of every resource's private data dir (default
     `config.defaults.RUNNER_DIR_ROOT`, the Go operator's `/tmp/ansible-operator/runner`;
     a request's `runner_root` overrides it); `python` is the interpreter the default
-    inventory pins and whose bin/ directory goes first on PATH.
+    inventory pins and whose bin/ directory goes first on PATH. With `warm` (the warm
+    package's servers, started by the caller) the run's PATH starts with the warm
+    `ansible-playbook` shim and the default inventory names the warm interpreter
+    client; without it every run is cold.
     """
 
     def __init__(
@@ -279,9 +199,11 @@ class AnsibleRunner:
         python: str = sys.executable,
         pexpect_timeout: float = 0.25,
         stdout_tail_chars: int = 8192,
+        warm: WarmServers | None = None,
     ) -> None:
         self._root = Path(defaults.RUNNER_DIR_ROOT) if root is None else root
         self._python = python
+        self._warm = warm
         self._settings = {"pexpect_timeout": pexpect_timeout}
         self._tail_chars = stdout_tail_chars
 
@@ -296,7 +218,7 @@ class AnsibleRunner:
             request,
             root=root,
             environ=environ,
-            python=self._python,
+            python=self._python if self._warm is None else self._warm.interpreter,
             settings=self._settings,
         )
         artifact_dir = data_dir / "artifacts" / request.ident
@@ -310,12 +232,13 @@ class AnsibleRunner:
         killed = True
         try:
             finished = _call_ansible_runner(kwargs)
-            killed = watch.stop_reason is not None
+            # A warm helper that died mid-run left the run's forked processes behind.
+            killed = watch.stop_reason is not None or finished.rc == HELPER_DIED_EXIT
         finally:
             if killed:
                 # Stragglers forked during the first sweep, then what the dead left behind.
                 watch.killed_pids.update(kill_run_processes(marker))
-                _remove_ansible_temp(watch.killed_pids, environ)
+                remove_ansible_temp(watch.killed_pids, environ)
             inputdir.finish_run(
                 data_dir,
                 ident=request.ident,
@@ -334,10 +257,12 @@ class AnsibleRunner:
         marker: str,
     ) -> dict[str, Any]:
         bin_dir = os.path.dirname(self._python)  # where ansible-playbook lives
-        env = {
-            "PATH": os.pathsep.join(filter(None, (bin_dir, environ.get("PATH", "")))),
-            MARKER_ENV: marker,
-        }
+        path = [bin_dir, environ.get("PATH", "")]
+        env = {MARKER_ENV: marker}
+        if self._warm is not None:
+            path.insert(0, str(self._warm.bin_dir))  # the warm ansible-playbook shim
+            env |= self._warm.run_env()
+        env["PATH"] = os.pathsep.join(filter(None, path))
         gathering = environ.get("ANSIBLE_GATHERING", "")
         if not gathering:
             env["ANSIBLE_GATHERING"] = "explicit"  # facts cost ~1.1 s per run

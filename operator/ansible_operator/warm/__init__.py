@@ -1,0 +1,39 @@
+"""Warm Ansible: `ansible-playbook` and Python modules forked from warm interpreters.
+
+Where this sits: below the runner layer, above config. Starting `ansible-playbook`
+costs about 0.5 s of imports, and every Python module task starts a fresh interpreter
+that imports `ansible.module_utils.basic` and the Kubernetes client (0.6-0.8 s a
+task). This package keeps two long-lived, single-threaded interpreters that have done
+those imports once and forks a fresh run child from them instead.
+
+Life of the part:
+
+* The operator (controller/manager.py) creates a `supervisor.WarmServers` after it
+  won leadership and before the first run. It starts two processes with
+  `python -m ansible_operator.warm.pbserver` (the playbook helper) and
+  `python -m ansible_operator.warm.modserver` (the module server); each listens on a
+  Unix socket in a 0700 directory under the runner root (`<root>/.warm-<pid>/`, sockets
+  0600). The operator itself is never forked: it has threads and an event loop.
+* For each run, runner/ansible.py asks the supervisor for the run environment: the
+  private `bin/` dir (an `ansible-playbook` shim) first on PATH, the two socket paths,
+  and the interpreter client (`bin/python`) that the generated inventory names as
+  `ansible_python_interpreter`. A server that died is restarted then; until it is up
+  again the clients exec the real program (the cold path), so no run fails for it.
+* ansible-runner spawns the shim as usual. The shim (client.py, stdlib only) connects,
+  sends fds 0-2 (SCM_RIGHTS), argv, environment and cwd, forwards signals and exits
+  with the run child's status. The interpreter client does the same for AnsiballZ
+  module runs (script mode or pipelined stdin) and execs the real python otherwise.
+* Per connection the server forks a *keeper* (forkserver.py: `setsid`, child
+  subreaper) which forks the *run child* (child.py): it tags its process name with
+  the run marker (so runner/sweep.py finds forked processes, whose /proc environ is
+  the server's), takes over the stdio fds, environment, cwd and TMPDIR, and runs the
+  real `ansible-playbook` script or the module payload as `__main__`, then exits like
+  a fresh interpreter. The keeper reports the exit status; if the client vanishes
+  (ansible-runner SIGKILLed it on cancel/timeout) it kills the whole subtree.
+* At shutdown the manager calls `WarmServers.stop()`: the servers are terminated and
+  the directory removed. A server whose parent (the operator) is gone exits by itself.
+
+Processes: operator -> pbserver / modserver -> keeper (one per request) -> run child
+-> ansible workers / module children; the clients are children of ansible-runner or
+of Ansible's `/bin/sh`.
+"""

@@ -1,0 +1,221 @@
+"""The fork-server core shared by the playbook helper and the module server.
+
+Where this sits: pbserver.py and modserver.py do their pre-imports and call
+`serve(socket_path=..., child_main=...)`, which never returns. Clients (client.py)
+connect; per connection this module forks a *keeper*, and the keeper forks the *run
+child* that calls `child_main(fds, request)`.
+
+Keeper duties (one per run, `setsid` + `PR_SET_CHILD_SUBREAPER`, so every orphan of
+the run - Ansible's workers detach with `setsid` - re-parents to it):
+* report the run child's exit status to the client (`R<code>\\n`), then wait for the
+  orphans that are left (async tasks), as a cold run would leave them running;
+* forward `S<signal>\\n` lines from the client to the run child;
+* when the client's end closes first (ansible-runner SIGKILLs the shim's process group
+  on cancel/timeout, and SIGKILL cannot be forwarded): SIGKILL every descendant until
+  none is left, and remove the `ansible-local-<pid>*` dir the killed run child left.
+
+The server is single-threaded and registers no atexit handlers. It exits when its
+parent (the operator) is gone, or on SIGTERM, removing its socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+from ansible_operator.warm.protocol import ProtocolError, Request, recv_request
+
+__all__ = ["ChildMain", "descendants", "kill_subtree", "serve"]
+
+ChildMain = Callable[[list[int], Request], NoReturn]
+"""Turns the forked run child into the run; never returns."""
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PARENT_CHECK_SECONDS = 1.0
+_KILL_ROUNDS = 200
+_KILL_PAUSE = 0.01
+_CHILD_CRASHED = 70  # EX_SOFTWARE: child_main returned or raised
+
+
+def descendants(root: int) -> list[int]:
+    """Every live descendant of `root`, from /proc (children before grandchildren)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+            parents[int(entry)] = int(stat.rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        parent = todo.pop()
+        kids = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += kids
+        todo += kids
+    return found
+
+
+def _reap(*, block: bool) -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_subtree() -> None:
+    """SIGKILL every descendant of this process until none is left (it must be a
+    child subreaper, so orphans stay below it)."""
+    me = os.getpid()
+    for _ in range(_KILL_ROUNDS):
+        pids = descendants(me)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _reap(block=False)
+        time.sleep(_KILL_PAUSE)
+    _reap(block=False)
+
+
+def remove_local_temp(pid: int, env: dict[str, str]) -> None:
+    """Remove `ansible-local-<pid>XXXXXXXX` that the killed run child could not."""
+    configured = env.get("ANSIBLE_LOCAL_TEMP") or "~/.ansible/tmp"
+    if configured.startswith("~") and env.get("HOME"):
+        configured = env["HOME"] + configured[1:]
+    directory = os.path.expanduser(configured)
+    pattern = re.compile(rf"ansible-local-{pid}[a-z0-9_]{{8}}")
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(directory):
+            if pattern.fullmatch(entry):
+                shutil.rmtree(os.path.join(directory, entry), ignore_errors=True)
+
+
+def _supervise(conn: socket.socket, pid: int, request: Request) -> NoReturn:
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(conn, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    pending = b""
+    while True:
+        ready = dict(poller.poll())
+        if pidfd in ready:
+            _pid, status = os.waitpid(pid, 0)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"R%d\n" % os.waitstatus_to_exitcode(status))
+            conn.close()
+            _reap(block=True)  # orphans (async tasks): wait for them, as cold leaves them
+            os._exit(0)
+        if conn.fileno() in ready:
+            try:
+                chunk = conn.recv(256)
+            except OSError:
+                chunk = b""
+            if not chunk:  # the client is gone: the run is canceled
+                kill_subtree()
+                remove_local_temp(pid, request.env)
+                os._exit(0)
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if line[:1] == b"S" and line[1:].isdigit():
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, int(line[1:]))
+
+
+def _keeper(conn: socket.socket, child_main: ChildMain) -> NoReturn:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        fds, request = recv_request(conn)
+    except (ProtocolError, OSError) as error:
+        print(f"warm server: bad request: {error}", file=sys.stderr, flush=True)
+        os._exit(1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            conn.close()
+            child_main(fds, request)
+        except BaseException:  # noqa: S110 - reported through the exit code
+            pass
+        os._exit(_CHILD_CRASHED)
+    for fd in fds:  # the run child's copies only: pexpect must see EOF when it ends
+        os.close(fd)
+    _supervise(conn, pid, request)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(_signum: int, _frame: object) -> None:
+    raise _Stop
+
+
+def _listen(path: Path) -> socket.socket:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # the socket is born 0600: only the operator's uid connects
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old)
+    listener.listen(256)
+    return listener
+
+
+def serve(*, socket_path: Path, child_main: ChildMain, name: str) -> NoReturn:
+    """Accept requests until SIGTERM or until the parent process is gone."""
+    parent = os.getppid()
+    listener = _listen(socket_path)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    gc.freeze()  # pre-imported objects stay out of the collector: fewer copied pages
+    print(
+        f"warm {name} server {os.getpid()} ready on {socket_path} ({len(sys.modules)} modules)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        while os.getppid() == parent:
+            readable, _w, _x = select.select([listener], [], [], _PARENT_CHECK_SECONDS)
+            _reap(block=False)
+            if not readable:
+                continue
+            try:
+                conn, _addr = listener.accept()
+            except OSError:
+                continue
+            if os.fork() == 0:
+                try:  # never fall back into this loop (or its finally) in a keeper
+                    listener.close()
+                    _keeper(conn, child_main)
+                finally:
+                    os._exit(1)
+            conn.close()
+    except (_Stop, KeyboardInterrupt):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            socket_path.unlink()
+    os._exit(0)

@@ -1,0 +1,62 @@
+"""The warm playbook helper: `ansible-playbook` runs forked from a warm interpreter.
+
+Where this sits: started by supervisor.py as
+`python -m ansible_operator.warm.pbserver --socket <dir>/playbook.sock`; reached by
+the `ansible-playbook` shim (client.playbook_main) that runner/ansible.py puts first
+on the run's PATH. Each run child executes the real `ansible-playbook` script (next
+to this interpreter) as `__main__`, exactly as a cold exec would, after taking over
+the run's environment, cwd, stdio and TMPDIR (child.py).
+
+Only `preimports.PLAYBOOK_PREIMPORTS` is imported beforehand: nothing that imports
+`ansible.constants`, so every run reads its own ansible.cfg, ANSIBLE_* variables,
+roles path and verbosity. The server refuses to start otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+from ansible_operator.errors import WarmStartError
+from ansible_operator.warm import bootstrap, child, forkserver
+from ansible_operator.warm.preimports import PLAYBOOK_FORBIDDEN, PLAYBOOK_PREIMPORTS
+from ansible_operator.warm.protocol import Request
+
+__all__ = ["main", "real_playbook"]
+
+
+def real_playbook(python: str = sys.executable) -> str:
+    """The `ansible-playbook` script installed next to `python`."""
+    return os.path.join(os.path.dirname(python), "ansible-playbook")
+
+
+def _run_playbook(fds: list[int], request: Request, *, base_path: list[str]) -> NoReturn:
+    script = real_playbook()
+    child.become_fresh(fds, request, base_path=base_path, main_dir=os.path.dirname(script))
+    sys.argv = [request.argv0, *request.argv]
+    with open(script, "rb") as handle:
+        # dont_inherit: our own `from __future__` imports must not leak into it.
+        code = compile(handle.read(), script, "exec", dont_inherit=True)
+    child.run_main(code, filename=script)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    try:
+        started = bootstrap.start(
+            sys.argv[1:] if argv is None else argv,
+            preimports=PLAYBOOK_PREIMPORTS,
+            forbidden=PLAYBOOK_FORBIDDEN,
+        )
+    except WarmStartError as error:
+        sys.exit(f"warm playbook helper: {error}")
+    base_path = started.base_path
+
+    def run_child(fds: list[int], request: Request) -> NoReturn:
+        _run_playbook(fds, request, base_path=base_path)
+
+    forkserver.serve(socket_path=started.socket_path, child_main=run_child, name="playbook")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The wire format between the thin clients and the fork servers, and shared names.
+
+Where this sits: imported by client.py (which runs under `python -IS`, so this module
+must stay standard-library only and cheap to import), by forkserver.py on the server
+side, and by runner/sweep.py for the process-name tag of forked run processes.
+
+A request is one `sendmsg` carrying fds 0, 1 and 2 (SCM_RIGHTS) and a 4-byte length,
+followed by that many bytes of JSON: `{"argv0", "argv", "env", "cwd", "stdin_script"}`.
+Then the client may send `S<signal>\\n` lines (signals to forward) and the keeper
+answers once with `R<exit code>\\n` (negative: killed by that signal).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "HELPER_DIED_EXIT",
+    "HELPER_DIED_MESSAGE",
+    "MARKER_ENV",
+    "MODULE_SOCKET_ENV",
+    "PLAYBOOK_SOCKET_ENV",
+    "ProtocolError",
+    "Request",
+    "recv_request",
+    "run_comm",
+    "send_request",
+]
+
+MARKER_ENV = "AO_RUN_MARKER"
+"""Per-run random value in the run's environment (see runner/ansible.py)."""
+HELPER_DIED_EXIT = 252
+"""A client's exit code when its keeper vanished mid-run (OOM kill, a crash). Not one
+ansible-playbook uses (0-8, 99, 250) nor ansible-runner's 254 for a killed run."""
+HELPER_DIED_MESSAGE = "ERROR: the warm Ansible helper died during the run"
+PLAYBOOK_SOCKET_ENV = "AO_WARM_PLAYBOOK_SOCKET"
+MODULE_SOCKET_ENV = "AO_WARM_MODULE_SOCKET"
+_HEADER = struct.Struct("!I")
+_MAX_REQUEST = 64 << 20  # an environment bigger than this is not a run's
+_COMM_PREFIX = "ao-"
+_COMM_LEN = 15  # the kernel keeps 15 bytes of a process name
+
+
+class ProtocolError(Exception):
+    """A peer sent something that is not a well-formed request."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One run as a client asked for it."""
+
+    argv0: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    stdin_script: bool = False
+    """Module server only: the AnsiballZ payload comes on stdin (pipelining)."""
+
+    def to_json(self) -> bytes:
+        document = {
+            "argv0": self.argv0,
+            "argv": self.argv,
+            "env": self.env,
+            "cwd": self.cwd,
+            "stdin_script": self.stdin_script,
+        }
+        # ensure_ascii keeps surrogate-escaped (undecodable) values round-trippable.
+        return json.dumps(document, ensure_ascii=True).encode("ascii")
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Request:
+        try:
+            doc = json.loads(data)
+            request = cls(
+                argv0=str(doc["argv0"]),
+                argv=[str(a) for a in doc["argv"]],
+                env={str(k): str(v) for k, v in doc["env"].items()},
+                cwd=str(doc["cwd"]),
+                stdin_script=bool(doc.get("stdin_script", False)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ProtocolError(f"malformed request: {error}") from error
+        return request
+
+
+def run_comm(marker: str) -> str:
+    """The process name (`/proc/<pid>/comm`) of every forked process of a run.
+
+    A forked process's /proc environ is its server's exec-time environment, so the
+    marker variable is invisible there; the name is inherited by fork instead.
+    """
+    return (_COMM_PREFIX + marker)[:_COMM_LEN]
+
+
+def send_request(sock: socket.socket, request: Request, fds: tuple[int, ...] = (0, 1, 2)) -> None:
+    payload = request.to_json()
+    rights = array.array("i", fds).tobytes()
+    sock.sendmsg([_HEADER.pack(len(payload))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+    sock.sendall(payload)
+
+
+def _recv_exact(sock: socket.socket, length: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = length
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise ProtocolError("peer closed the connection mid-request")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_request(sock: socket.socket) -> tuple[list[int], Request]:
+    """Receive one request: the passed fds (the caller owns them) and the request."""
+    fds = array.array("i")
+    msg, ancdata, _flags, _addr = sock.recvmsg(_HEADER.size, socket.CMSG_SPACE(3 * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    received = list(fds)
+    try:
+        if len(msg) != _HEADER.size:
+            raise ProtocolError("short request header")
+        (length,) = _HEADER.unpack(msg)
+        if length > _MAX_REQUEST:
+            raise ProtocolError(f"request of {length} bytes is too large")
+        if len(received) != 3:
+            raise ProtocolError(f"expected 3 file descriptors, got {len(received)}")
+        return received, Request.from_json(_recv_exact(sock, length))
+    except BaseException:
+        for fd in received:
+            _close_quietly(fd)
+        raise
+
+
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
