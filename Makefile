@@ -15,6 +15,7 @@ CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 export TESTBED_CACHE ?= $(CACHE_HOME)/ansible-operator-testbed
 export COLLECTIONS_CACHE ?= $(CACHE_HOME)/ansible-operator-collections
 PYTEST_ARGS ?=
+COLD_TESTS ?= tests/e2e/test_reconcile.py tests/e2e/test_warm.py
 
 VENV_STAMP := $(VENV)/.installed
 COLLECTIONS_STAMP := $(VENV)/.collections
@@ -69,6 +70,8 @@ fmt: venv ## apply ruff formatting and safe fixes
 .PHONY: test
 test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-end tests on the testbed
 	PATH="$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
+	@# The reconcile end-to-end tests once more on the cold path (--warm-ansible=false).
+	PATH="$(BIN):$$PATH" E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS)
 
 .PHONY: run
 run: venv ## run the operator against $$KUBECONFIG, or the local testbed when it is unset

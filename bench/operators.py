@@ -194,8 +194,9 @@ def _common_env(kubeconfig: Path, namespace: str, tmpdir: Path) -> dict[str, str
 
 
 def python_operator(
-    *, kubeconfig: Path, namespace: str, workdir: Path, concurrency: int
+    *, kubeconfig: Path, namespace: str, workdir: Path, concurrency: int, warm: bool = True
 ) -> OperatorRun:
+    """Ours; `warm=False` runs today's cold path (--warm-ansible=false), named python-cold."""
     port = free_port()
     runner_root = workdir / "runner"
     env = _common_env(kubeconfig, namespace, workdir / "tmp")
@@ -214,9 +215,10 @@ def python_operator(
         # runs' kubeconfig, so it never collides with a Go operator on 8888/5050
         "--proxy-port=0",
         "--user-metrics-bind-address=127.0.0.1:0",
+        f"--warm-ansible={'true' if warm else 'false'}",
     ]
     return OperatorRun(
-        name="python",
+        name="python" if warm else "python-cold",
         argv=argv,
         env=env,
         workdir=workdir,

@@ -117,12 +117,18 @@ def sample(root: int) -> TreeSample:
 
 
 class PeakSampler:
-    """Samples a tree's RSS in a thread; `peak` is the highest sum seen."""
+    """Samples a tree's RSS and PSS in a thread; `peak_*` are the highest sums seen.
+
+    PSS splits pages shared between processes (a fork server and its forked
+    runs share most of theirs) among them, so it is the tree's real footprint;
+    RSS counts a shared page once per process.
+    """
 
     def __init__(self, root: int, interval: float = 0.5) -> None:
         self.root = root
         self.interval = interval
         self.peak_rss = 0
+        self.peak_pss = 0
         self.peak_processes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="peak-sampler", daemon=True)
@@ -131,6 +137,7 @@ class PeakSampler:
         while not self._stop.is_set():
             pids = tree(self.root)
             self.peak_rss = max(self.peak_rss, rss_bytes(pids))
+            self.peak_pss = max(self.peak_pss, pss_bytes(pids))
             self.peak_processes = max(self.peak_processes, len(pids))
             self._stop.wait(self.interval)
 

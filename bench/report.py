@@ -2,7 +2,8 @@
 
 Used by `bench.run` after the scenarios, and by tests/bench without any cluster.
 `collect` turns the per-operator scenario results into a flat list of figures
-(one per row), each with both operators' values and the ratio ours / Go's;
+(one per row), each with both operators' values (and our cold path's, when
+measured) and the ratio ours / Go's;
 `table` renders them as a Markdown table; `write` stores the whole report as
 `<dir>/<timestamp>.json` and `<dir>/latest.json`.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OPERATORS = ("python", "go")
+OPERATORS = ("python", "python-cold", "go")
 
 
 def median(values: Sequence[float]) -> float:
@@ -51,9 +52,15 @@ FIGURES: tuple[Figure, ...] = (
     Figure("latency.five_median", "latency, 5-task role: create → Successful, median", "s"),
     Figure("latency.five_p90", "latency, 5-task role: p90", "s"),
     Figure("latency.first_one", "latency of the very first CR (cold, 1-task)", "s"),
+    Figure(
+        "latency.k8s_task_seconds",
+        "one kubernetes.core.k8s task: (5-task - 1-task median) / 4",
+        "s",
+    ),
     Figure("burst.seconds", "burst of {burst} CRs: create → all Successful", "s"),
     Figure("burst.throughput", "burst throughput", "CR/s", "higher"),
     Figure("burst.peak_rss_mib", "burst: peak RSS of the tree", "MiB"),
+    Figure("burst.peak_pss_mib", "burst: peak PSS of the tree", "MiB"),
     Figure("burst.cpu_per_reconcile", "burst: CPU per reconcile (tree)", "s"),
     Figure("steady.rss_mib", "steady, {steady} CRs after {idle}s idle: RSS of the tree", "MiB"),
     Figure("steady.pss_mib", "steady: PSS of the tree", "MiB"),
@@ -110,7 +117,8 @@ def collect(
     for fig in FIGURES:
         ours = lookup(results.get("python") or {}, fig.key)
         theirs = lookup(results.get("go") or {}, fig.key)
-        if ours is None and theirs is None:
+        cold = lookup(results.get("python-cold") or {}, fig.key)
+        if ours is None and theirs is None and cold is None:
             continue
         rows.append(
             {
@@ -119,6 +127,7 @@ def collect(
                 "unit": fig.unit,
                 "better": fig.better,
                 "python": ours,
+                "python_cold": cold,
                 "go": theirs,
                 "ratio": None if fig.better == "context" else ratio(ours, theirs),
             }
@@ -147,9 +156,12 @@ def fmt_ratio(value: float | None, ours: float | None, theirs: float | None) -> 
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The Markdown table; a column for our cold path when it was measured."""
+    with_cold = any(row.get("python_cold") is not None for row in rows)
+    cold_head, cold_rule = (" ours, cold path |", " ---: |") if with_cold else ("", "")
     lines = [
-        "| figure | unit | ours (Python) | Go v1.42.3 | ours / Go |",
-        "| --- | --- | ---: | ---: | ---: |",
+        f"| figure | unit | ours (Python) |{cold_head} Go v1.42.3 | ours / Go |",
+        f"| --- | --- | ---: |{cold_rule} ---: | ---: |",
     ]
     for row in rows:
         unit = str(row["unit"])
@@ -159,8 +171,9 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
             if row.get("better") == "context"
             else fmt_ratio(row["ratio"], row["python"], row["go"])
         )
+        cold = f" {fmt_value(row.get('python_cold'), unit)} |" if with_cold else ""
         lines.append(
-            f"| {row['label']} | {unit} | {fmt_value(row['python'], unit)} | "
+            f"| {row['label']} | {unit} | {fmt_value(row['python'], unit)} |{cold} "
             f"{fmt_value(row['go'], unit)} | {shown} |"
         )
     return "\n".join(lines)

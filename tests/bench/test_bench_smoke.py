@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import report
+from bench import report, scenarios
 from bench.cluster import is_probe, key_label, parse_request_totals, success_marker
 from bench.scenarios import merge_latency
 
@@ -154,3 +154,23 @@ def test_a_noise_row_with_a_zero_on_the_go_side_still_gets_no_ratio() -> None:
         SIZES,
     )
     assert report.table(rows).splitlines()[-1].endswith("| 0.00 | 0.00 | - |")
+
+
+def test_the_cold_path_gets_a_column_and_the_per_task_cost_a_row() -> None:
+    results = {
+        "python": {"latency": {"one_median": 0.5, "five_median": 0.9, "k8s_task_seconds": 0.1}},
+        "python-cold": {"latency": {"one_median": 1.5, "k8s_task_seconds": 0.7}},
+        "go": {"latency": {"one_median": 2.0, "k8s_task_seconds": 0.8}},
+    }
+    rows = {row["key"]: row for row in report.collect(results, SIZES)}
+    task = rows["latency.k8s_task_seconds"]
+    assert (task["python"], task["python_cold"], task["go"]) == (0.1, 0.7, 0.8)
+    assert task["ratio"] == 0.125  # ours / Go: the cold path never enters the ratio
+    text = report.table(list(rows.values()))
+    assert "| ours, cold path |" in text
+    assert "| 0.50 | 1.50 | 2.00 | 0.25x |" in text
+    assert "ours, cold path" not in report.table(report.collect({"go": results["go"]}, SIZES))
+
+
+def test_per_task_cost_is_the_difference_over_four_tasks() -> None:
+    assert scenarios.per_task(0.5, 0.9) == pytest.approx(0.1)
