@@ -398,3 +398,7 @@ def test_dockerfile_install_steps_give_a_working_operator(
     assert "Permission denied" not in log, log[-3000:]
     assert "Read-only file system" not in log, log[-3000:]
     assert sys.executable not in log  # the runs used the replayed virtualenv
+    # Warm Ansible works in the image's layout too (package in site-packages,
+    # uid 1001, only /tmp and ~/.ansible writable): no silent cold fallback.
+    assert "Warm Ansible servers started" in log, log[-3000:]
+    assert "Warm Ansible is not available" not in log, log[-3000:]
