@@ -61,6 +61,7 @@ lint: venv ## ruff lint + format check, mypy --strict
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 .PHONY: fmt
 fmt: venv ## apply ruff formatting and safe fixes
