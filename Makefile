@@ -15,7 +15,7 @@ CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 export TESTBED_CACHE ?= $(CACHE_HOME)/ansible-operator-testbed
 export COLLECTIONS_CACHE ?= $(CACHE_HOME)/ansible-operator-collections
 PYTEST_ARGS ?=
-COLD_TESTS ?= tests/e2e/test_reconcile.py tests/e2e/test_warm.py
+COLD_TESTS ?= tests/e2e/test_reconcile.py
 
 VENV_STAMP := $(VENV)/.installed
 COLLECTIONS_STAMP := $(VENV)/.collections

@@ -67,8 +67,6 @@ def mentioning(needle: str) -> list[int]:
 def test_the_operator_reconciles_through_its_warm_servers_and_stops_them(
     api_client: Any, kubeconfig_path: Path, own_namespace: str, tmp_path: Path
 ) -> None:
-    if "--warm-ansible=false" in os.environ.get("E2E_OPERATOR_ARGS", ""):
-        pytest.skip("the cold pass: no warm servers to look at")
     operator = OperatorProcess(
         kubeconfig=kubeconfig_path, workdir=tmp_path, env={"WATCH_NAMESPACE": own_namespace}
     ).start()

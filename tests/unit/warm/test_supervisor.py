@@ -25,7 +25,8 @@ OPERATOR = (
     "servers = WarmServers(directory=Path(sys.argv[1]))\n"
     "servers.start()\n"
     "print(*servers.pids().values(), flush=True)\n"
-    "time.sleep(300)\n"
+    "import signal\n"
+    "signal.pause()  # until the test kills it\n"
 )
 
 

@@ -21,7 +21,8 @@ NAMED = (
     "import ctypes, sys, time\n"
     "ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)\n"
     "print('ready', flush=True)\n"
-    "time.sleep(300)\n"
+    "import signal\n"
+    "signal.pause()  # until the test kills it\n"
 )
 
 
