@@ -51,7 +51,7 @@ from ansible_runner.exceptions import ConfigurationError
 
 from ansible_operator.config import defaults
 from ansible_operator.errors import RunSetupError
-from ansible_operator.runner import inputdir
+from ansible_operator.runner import inputdir, ptyreap
 from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult
 from ansible_operator.runner.events import JobEvent, RunObserver, RunSummary
 from ansible_operator.runner.sweep import MARKER_ENV, kill_run_processes, remove_ansible_temp
@@ -206,6 +206,7 @@ class AnsibleRunner:
         self._warm = warm
         self._settings = {"pexpect_timeout": pexpect_timeout}
         self._tail_chars = stdout_tail_chars
+        ptyreap.install()  # no fixed 0.1 s sleep after each run (see runner/ptyreap.py)
 
     def run(self, request: RunRequest) -> RunResult:
         started = time.monotonic()
