@@ -16,13 +16,10 @@ server cannot be reached, the client execs the real program, so the run goes col
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import sys
-from types import FrameType
-from typing import NoReturn
 
 from ansible_operator.warm.protocol import (
     HELPER_DIED_EXIT,
@@ -32,6 +29,11 @@ from ansible_operator.warm.protocol import (
     Request,
     send_request,
 )
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs 5 ms a task
+if TYPE_CHECKING:  # annotations only, never at run time (see protocol.py on import costs)
+    from types import FrameType
+    from typing import NoReturn
 
 __all__ = ["interpreter_main", "playbook_main", "run"]
 
@@ -108,8 +110,10 @@ def run(*, socket_env: str, real: str, argv: list[str], stdin_script: bool = Fal
         _exec_cold(real, argv, f"send: {error}")
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - contextlib costs an import per task (protocol.py)
             sock.sendall(b"S%d\n" % signum)
+        except OSError:
+            pass
 
     for sig in _FORWARDED:
         signal.signal(sig, forward)
