@@ -9,7 +9,8 @@ the run's environment, cwd, stdio and TMPDIR (child.py).
 
 Only `preimports.PLAYBOOK_PREIMPORTS` is imported beforehand: nothing that imports
 `ansible.constants`, so every run reads its own ansible.cfg, ANSIBLE_* variables,
-roles path and verbosity. The server refuses to start otherwise.
+roles path and verbosity. The server refuses to start otherwise. Besides imports it
+parses the collection routing files once (routingmemo.py), keyed by their content.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from typing import NoReturn
 
 from ansible_operator.errors import WarmStartError
-from ansible_operator.warm import bootstrap, child, forkserver
+from ansible_operator.warm import bootstrap, child, forkserver, routingmemo
 from ansible_operator.warm.preimports import PLAYBOOK_FORBIDDEN, PLAYBOOK_PREIMPORTS
 from ansible_operator.warm.protocol import Request
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         )
     except WarmStartError as error:
         sys.exit(f"warm playbook helper: {error}")
+    routingmemo.prime()  # ansible.builtin's routing file: parsed here, not in every run
     base_path = started.base_path
 
     def run_child(fds: list[int], request: Request) -> NoReturn:
