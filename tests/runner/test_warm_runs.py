@@ -14,9 +14,11 @@ import base64
 import dataclasses
 import json
 import os
+import re
 import signal
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +29,7 @@ import pytest
 
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Outcome, RunResult
+from ansible_operator.warm import azcache
 from ansible_operator.warm.protocol import HELPER_DIED_MESSAGE, run_comm
 from ansible_operator.warm.supervisor import WarmServers
 from testbed.probes import wait_until
@@ -329,3 +332,89 @@ def test_kubernetes_core_gives_the_same_results_cold_and_warm(
     assert dataclasses.replace(cold.stats, completion="") == dataclasses.replace(
         warm.stats, completion=""
     )
+
+
+# --- AnsiballZ payloads shared across warm runs (warm/azcache.py) ----------------------
+
+SHARED_FQN = "ansible_collections.aotest.shared.plugins.modules.probe"
+SHARED_PROBE = """\
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aotest.shared.plugins.module_utils.value import VALUE
+
+
+def main():
+    module = AnsibleModule(argument_spec={"dest": {"type": "str", "required": True}})
+    with open(module.params["dest"], "w") as handle:
+        json.dump(VALUE, handle)
+    module.exit_json(changed=True)
+
+
+if __name__ == "__main__":
+    main()
+"""
+SHARED_PLAYBOOK = """\
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - aotest.shared.probe:
+        dest: "{{ out_dir }}/value.json"
+      vars:
+        # The payload is built by the warm ansible-playbook (where the cache acts); the
+        # module itself runs in a fresh interpreter, which takes every file from it.
+        ansible_python_interpreter: "{{ ansible_playbook_python }}"
+"""
+
+
+def shared_probe(runner: AnsibleRunner, playbook: Path, out: Path) -> tuple[Any, list[str]]:
+    """The value the module's payload carried, and the cache's notes about it."""
+    out.mkdir()
+    result = runner.run(make_request(out, playbook=playbook))
+    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.artifacts_dir is not None
+    stdout = (result.artifacts_dir / "stdout").read_text()
+    # Ansible wraps its warnings: join the lines again, without colour codes.
+    text = re.sub(r"\s+", " ", re.sub(r"\x1b\[[0-9;]*m", "", stdout))
+    notes = re.findall(rf"ao-warm azcache: ([a-z ]+): {re.escape(SHARED_FQN)}\b", text)
+    return json.loads((out / "value.json").read_text()), notes
+
+
+def test_a_payload_is_shared_by_later_runs_until_its_module_utils_change(
+    runner: AnsibleRunner,
+    warm_servers: WarmServers,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AO_WARM_DEBUG", "1")  # the cache's notes, as Ansible warnings
+    project = tmp_path / "project"
+    collection = project / "collections" / "ansible_collections" / "aotest" / "shared"
+    (collection / "plugins" / "modules").mkdir(parents=True)
+    (collection / "plugins" / "module_utils").mkdir()
+    (collection / "plugins" / "modules" / "probe.py").write_text(SHARED_PROBE)
+    value = collection / "plugins" / "module_utils" / "value.py"
+    value.write_text('VALUE = "one"\n')
+    playbook = project / "probe.yml"
+    playbook.write_text(SHARED_PLAYBOOK)
+    time.sleep(azcache.RACY_SECONDS + 0.1)  # files this young are not shared yet
+
+    assert shared_probe(runner, playbook, tmp_path / "1") == ("one", ["miss", "shared"])
+    assert stat.S_IMODE(warm_servers.ansiballz_dir.stat().st_mode) == 0o700
+    entries = list(warm_servers.ansiballz_dir.iterdir())
+    assert entries
+    assert all(stat.S_IMODE(entry.stat().st_mode) == 0o600 for entry in entries)
+    assert shared_probe(runner, playbook, tmp_path / "2") == ("one", ["hit"])
+
+    # The key test: the next run's module behaves per the edit, even one that kept the
+    # file's size and modification time.
+    before = value.stat()
+    value.write_text('VALUE = "two"\n')
+    os.utime(value, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert shared_probe(runner, playbook, tmp_path / "3") == ("two", ["miss", "not shared"])
+    value.write_text('VALUE = "three"\n')
+    assert shared_probe(runner, playbook, tmp_path / "4") == ("three", ["miss", "not shared"])
+
+    # The cold path never loads the cache.
+    cold_value, cold_notes = shared_probe(AnsibleRunner(root=root), playbook, tmp_path / "cold")
+    assert (cold_value, cold_notes) == ("three", [])

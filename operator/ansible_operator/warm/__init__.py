@@ -30,6 +30,9 @@ Life of the part:
   real `ansible-playbook` script or the module payload as `__main__`, then exits like
   a fresh interpreter. The keeper reports the exit status; if the client vanishes
   (ansible-runner SIGKILLed it on cancel/timeout) it kills the whole subtree.
+* A playbook run child also installs azcache.py: the AnsiballZ payloads its workers
+  build are shared with later runs through `<root>/.warm-<pid>/ansiballz/`, and used
+  only while every file they were built from is unchanged.
 * At shutdown the manager calls `WarmServers.stop()`: the servers are terminated and
   the directory removed. A server whose parent (the operator) is gone exits by itself.
 

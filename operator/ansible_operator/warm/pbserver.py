@@ -20,7 +20,7 @@ import sys
 from typing import NoReturn
 
 from ansible_operator.errors import WarmStartError
-from ansible_operator.warm import bootstrap, child, forkserver, routingmemo
+from ansible_operator.warm import azcache, bootstrap, child, forkserver, routingmemo
 from ansible_operator.warm.preimports import PLAYBOOK_FORBIDDEN, PLAYBOOK_PREIMPORTS
 from ansible_operator.warm.protocol import Request
 
@@ -35,6 +35,7 @@ def real_playbook(python: str = sys.executable) -> str:
 def _run_playbook(fds: list[int], request: Request, *, base_path: list[str]) -> NoReturn:
     script = real_playbook()
     child.become_fresh(fds, request, base_path=base_path, main_dir=os.path.dirname(script))
+    azcache.install(os.environ)  # payloads shared across runs, hooked on Ansible's own import
     sys.argv = [request.argv0, *request.argv]
     with open(script, "rb") as handle:
         # dont_inherit: our own `from __future__` imports must not leak into it.

@@ -21,6 +21,8 @@ import socket
 import struct
 
 __all__ = [
+    "ANSIBALLZ_CACHE_ENTRIES_ENV",
+    "ANSIBALLZ_CACHE_ENV",
     "HELPER_DIED_EXIT",
     "HELPER_DIED_MESSAGE",
     "MARKER_ENV",
@@ -41,6 +43,10 @@ ansible-playbook uses (0-8, 99, 250) nor ansible-runner's 254 for a killed run."
 HELPER_DIED_MESSAGE = "ERROR: the warm Ansible helper died during the run"
 PLAYBOOK_SOCKET_ENV = "AO_WARM_PLAYBOOK_SOCKET"
 MODULE_SOCKET_ENV = "AO_WARM_MODULE_SOCKET"
+ANSIBALLZ_CACHE_ENV = "AO_WARM_ANSIBALLZ_CACHE"
+"""The directory of AnsiballZ payloads shared by warm runs (azcache.py)."""
+ANSIBALLZ_CACHE_ENTRIES_ENV = "AO_WARM_ANSIBALLZ_CACHE_ENTRIES"
+"""How many payloads that directory keeps."""
 _HEADER = struct.Struct("!I")
 _MAX_REQUEST = 64 << 20  # an environment bigger than this is not a run's
 _COMM_PREFIX = "ao-"

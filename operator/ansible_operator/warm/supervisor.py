@@ -16,6 +16,8 @@ a dead operator's directory is removed by the next one to start):
     module.sock            modserver's socket (0600)   instead when the path is too long
                                                         for a Unix socket (108 bytes)
     playbook.log, module.log   the servers' stderr (start-up failures end up here)
+    ansiballz/             built AnsiballZ payloads that warm runs share (azcache.py;
+                           0700, entries 0600)
 
 A server that died is restarted by the next `run_env()` call, without waiting (and at
 most once per `restart_interval`, so a server that cannot start is not re-spawned for
@@ -40,7 +42,12 @@ from pathlib import Path
 import ansible_operator
 from ansible_operator.config import defaults
 from ansible_operator.errors import WarmStartError
-from ansible_operator.warm.protocol import MODULE_SOCKET_ENV, PLAYBOOK_SOCKET_ENV
+from ansible_operator.warm.protocol import (
+    ANSIBALLZ_CACHE_ENTRIES_ENV,
+    ANSIBALLZ_CACHE_ENV,
+    MODULE_SOCKET_ENV,
+    PLAYBOOK_SOCKET_ENV,
+)
 
 __all__ = ["WarmServers", "remove_stale_directories", "start_warm_servers"]
 
@@ -80,9 +87,12 @@ class WarmServers:
         python: str = sys.executable,
         start_timeout: float = defaults.WARM_START_TIMEOUT,
         restart_interval: float = defaults.WARM_RESTART_INTERVAL,
+        ansiballz_cache_entries: int = defaults.WARM_ANSIBALLZ_CACHE_ENTRIES,
     ) -> None:
         self.directory = directory
         self.bin_dir = directory / "bin"
+        self.ansiballz_dir = directory / "ansiballz"
+        self._ansiballz_cache_entries = ansiballz_cache_entries
         self.interpreter = str(directory / "interpreter")
         self._python = python
         self._start_timeout = start_timeout
@@ -125,8 +135,9 @@ class WarmServers:
             raise WarmStartError("no warm Ansible server started; all runs go cold")
 
     def run_env(self) -> dict[str, str]:
-        """The socket variables of one warm run (the caller puts `bin_dir` first on
-        PATH and names `interpreter` in the inventory); restarts a server that died."""
+        """The socket variables of one warm run and its shared AnsiballZ payload
+        directory (the caller puts `bin_dir` first on PATH and names `interpreter` in
+        the inventory); restarts a server that died."""
         with self._lock:
             if not self._stopped:
                 for spec in _SPECS:
@@ -140,7 +151,11 @@ class WarmServers:
                             proc.returncode,
                         )
                         self._spawn(spec)
-        return {spec.socket_env: str(self.socket_path(spec.name)) for spec in _SPECS}
+        env = {spec.socket_env: str(self.socket_path(spec.name)) for spec in _SPECS}
+        if self._ansiballz_cache_entries > 0:
+            env[ANSIBALLZ_CACHE_ENV] = str(self.ansiballz_dir)
+            env[ANSIBALLZ_CACHE_ENTRIES_ENV] = str(self._ansiballz_cache_entries)
+        return env
 
     def stop(self, *, timeout: float = defaults.WARM_STOP_TIMEOUT) -> None:
         """Terminate both servers and remove the directory. Idempotent."""
@@ -168,7 +183,9 @@ class WarmServers:
         # A predecessor's directory (killed operator) may hold stale sockets.
         shutil.rmtree(self.directory, ignore_errors=True)
         self.bin_dir.mkdir(mode=0o700, parents=True)
+        self.ansiballz_dir.mkdir(mode=0o700)
         os.chmod(self.directory, 0o700)
+        os.chmod(self.ansiballz_dir, 0o700)  # azcache.install() refuses anything else
         if len(os.fsencode(self.directory / "playbook.sock")) >= _SUN_PATH_MAX:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="ao-warm-"))  # 0700
         package_parent = str(Path(ansible_operator.__file__).resolve().parent.parent)
