@@ -61,10 +61,15 @@ class PayloadIndex:
 
     def scan(self) -> None:
         for name, module in list(sys.modules.items()):
-            filename = getattr(module, "__file__", None)
-            if not filename or not _is_ansible(name) or not filename.endswith(".py"):
+            if not _is_ansible(name):
                 continue
+            filename = getattr(module, "__file__", None)
             is_package = hasattr(module, "__path__")
+            if is_package and not filename:  # a namespace package: ansible_collections.*
+                self.packages.append(name)
+                continue
+            if not filename or not filename.endswith(".py"):
+                continue
             rel = name.replace(".", "/") + ("/__init__.py" if is_package else ".py")
             try:
                 with open(filename, "rb") as handle:
@@ -85,13 +90,26 @@ class PayloadIndex:
         ]
 
     def extend_paths(self, modlib_path: str, infos: dict[str, zipfile.ZipInfo]) -> None:
+        """Put the zip's copy of every pre-imported package first on its `__path__`.
+
+        Namespace packages (`ansible_collections`, `ansible_collections.kubernetes`
+        ...) get a plain list: in a cold interpreter the zip's synthetic `__init__.py`
+        makes them regular packages of the zip, so a collection that is not installed
+        next to the operator (a project's `collections/`, `~/.ansible/collections`)
+        must be found there too; a `_NamespacePath` would never look into the zip.
+        """
         dirs = {name.rsplit("/", 1)[0] for name in infos if "/" in name}
         for package in self.packages:
             rel = package.replace(".", "/")
             module = sys.modules.get(package)
             path = getattr(module, "__path__", None)
-            if rel in dirs and isinstance(path, list):
-                path.insert(0, os.path.join(modlib_path, rel))
+            if rel not in dirs or path is None:
+                continue
+            first = os.path.join(modlib_path, rel)
+            if isinstance(path, list):
+                path.insert(0, first)
+            else:
+                module.__path__ = [first, *path]  # type: ignore[union-attr]
 
 
 def _checked_loader(index: PayloadIndex, original: Callable[..., Any]) -> Callable[..., Any]:

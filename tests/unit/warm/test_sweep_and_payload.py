@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import types
@@ -90,3 +91,39 @@ def test_payload_dirs_go_first_on_preimported_packages(
     path, infos = payload(tmp_path, {"ansible_fake_pkg/own_utils.py": b"X = 1\n"})
     index.extend_paths(path, infos)
     assert package.__path__ == [f"{path}/ansible_fake_pkg", "/site-packages/ansible_fake_pkg"]
+
+
+def test_a_namespace_package_finds_what_only_the_payload_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As `ansible_collections` in the module server: a namespace package imported from
+    # site-packages before the fork; the payload carries a collection installed
+    # elsewhere (a project's collections/), which a cold interpreter finds in the zip.
+    site = tmp_path / "site"
+    (site / "ansible_fake_ns" / "installed").mkdir(parents=True)
+    (site / "ansible_fake_ns" / "installed" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(site))
+    for name in [n for n in sys.modules if n.startswith("ansible_fake_ns")]:
+        monkeypatch.delitem(sys.modules, name)
+    namespace = importlib.import_module("ansible_fake_ns")
+    assert getattr(namespace, "__file__", None) is None  # a namespace package indeed
+    path, infos = payload(
+        tmp_path,
+        {
+            "ansible_fake_ns/__init__.py": b"",  # AnsiballZ's synthetic init
+            "ansible_fake_ns/elsewhere/__init__.py": b"",
+            "ansible_fake_ns/elsewhere/utils.py": b"WHERE = 'payload'\n",
+        },
+    )
+    index = PayloadIndex()
+    monkeypatch.setattr("ansible_operator.warm.modserver._ANSIBLE_ROOTS", ("ansible_fake_ns",))
+    index.scan()
+    assert "ansible_fake_ns" in index.packages
+    index.extend_paths(path, infos)
+    try:
+        utils = importlib.import_module("ansible_fake_ns.elsewhere.utils")
+        assert utils.WHERE == "payload"
+        assert importlib.import_module("ansible_fake_ns.installed")  # still reachable
+    finally:
+        for name in [n for n in sys.modules if n.startswith("ansible_fake_ns")]:
+            del sys.modules[name]
