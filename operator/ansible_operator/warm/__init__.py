@@ -32,7 +32,8 @@ Life of the part:
   (ansible-runner SIGKILLed it on cancel/timeout) it kills the whole subtree.
 * A playbook run child also installs azcache.py: the AnsiballZ payloads its workers
   build are shared with later runs through `<root>/.warm-<pid>/ansiballz/`, and used
-  only while every file they were built from is unchanged.
+  only while every file they were built from is unchanged (aztrace.py records what a
+  build read; azentries.py writes, checks and evicts the entries).
 * At shutdown the manager calls `WarmServers.stop()`: the servers are terminated and
   the directory removed. A server whose parent (the operator) is gone exits by itself.
 

@@ -1,4 +1,5 @@
-"""warm/azcache.py: payloads shared across runs, and every change that must end a share.
+"""warm/azcache.py (with aztrace.py, azentries.py): payloads shared across runs, and every
+change that must end a share.
 
 Each "run" is a fresh interpreter (azcache_driver.py) that builds one module's payload
 with ansible-core's real module_common, with the cache installed as the playbook
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from ansible_operator.config import defaults
-from ansible_operator.warm import azcache
+from ansible_operator.warm import azcache, azentries
 from ansible_operator.warm.protocol import ANSIBALLZ_CACHE_ENTRIES_ENV, ANSIBALLZ_CACHE_ENV
 from ansible_operator.warm.supervisor import WarmServers
 
@@ -352,7 +353,7 @@ def test_eviction_keeps_the_most_recently_used_entries(tmp_path: Path) -> None:
     (tmp_path / ".e0.123").write_bytes(b"")  # a writer that died long ago
     os.utime(tmp_path / ".e0.123", (now - 3600, now - 3600))
     (tmp_path / ".e5.456").write_bytes(b"")  # a writer at work
-    azcache.Cache(str(tmp_path), max_entries=2)._evict()
+    azentries.evict(str(tmp_path), max_entries=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".e5.456", "e3", "e4"]
 
 
@@ -379,8 +380,8 @@ def test_install_leaves_ansible_alone_when_the_directory_or_limit_is_wrong(
 
 def test_signature_sees_absence_and_rewrites(tmp_path: Path) -> None:
     path = tmp_path / "f"
-    assert azcache.signature(str(path)) is None
+    assert azentries.signature(str(path)) is None
     path.write_text("a")
-    first = azcache.signature(str(path))
+    first = azentries.signature(str(path))
     edit_keeping_size_and_mtime(path, "a", "b")
-    assert azcache.signature(str(path)) not in (None, first)
+    assert azentries.signature(str(path)) not in (None, first)
