@@ -360,10 +360,6 @@ SHARED_PLAYBOOK = """\
   tasks:
     - aotest.shared.probe:
         dest: "{{ out_dir }}/value.json"
-      vars:
-        # The payload is built by the warm ansible-playbook (where the cache acts); the
-        # module itself runs in a fresh interpreter, which takes every file from it.
-        ansible_python_interpreter: "{{ ansible_playbook_python }}"
 """
 
 
