@@ -62,6 +62,14 @@ def spawn(
 _ended: dict[int, int] = {}
 
 
+def _is_our_child(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[-1].split()[1]) == os.getpid()  # state, ppid, ...
+
+
 def _reap(pid: int) -> None:
     # A child of this very process stays a zombie until waited for.
     with contextlib.suppress(ChildProcessError, OSError):
@@ -70,9 +78,17 @@ def _reap(pid: int) -> None:
             _ended[pid] = status
 
 
-def how_it_ended(proc: Process) -> str:
-    """'exit code N' or 'killed by SIGNAME' for a child that ended, else ''."""
+def how_it_ended(proc: Process, *, settle: float = 2.0) -> str:
+    """'exit code N' or 'killed by SIGNAME' for a child that ended, else ''.
+
+    Callers ask once `is_running` said no, which it says as soon as an exiting
+    process has dropped its command line, a moment before it becomes a zombie that
+    can be reaped: wait up to `settle` seconds for that moment."""
+    deadline = time.monotonic() + settle
     _reap(proc.pid)
+    while proc.pid not in _ended and time.monotonic() < deadline and _is_our_child(proc.pid):
+        time.sleep(0.01)
+        _reap(proc.pid)
     status = _ended.get(proc.pid)
     if status is None:
         return ""

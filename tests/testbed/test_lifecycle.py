@@ -162,3 +162,15 @@ def test_build_verify_finds_missing_damaged_and_outdated_binaries(tmp_path: Path
     outdated = _build("verify", cache)
     assert "etcd" in _to_rebuild(outdated)
     assert f"cached {etcd} is missing or damaged" not in outdated.stderr
+
+
+def test_how_a_child_ended_waits_for_one_that_is_still_exiting(tmp_path: Path) -> None:
+    # is_running() says no as soon as an exiting process dropped its command line,
+    # a moment before it can be reaped; the exit status must still be reported.
+    proc = processes.spawn(
+        "exiting",
+        [sys.executable, "-c", "import time; time.sleep(0.3); raise SystemExit(4)"],
+        log=tmp_path / "e.log",
+    )
+    assert processes.how_it_ended(proc, settle=30) == "exit code 4"
+    assert processes.how_it_ended(proc, settle=30) == "exit code 4"  # remembered once reaped
