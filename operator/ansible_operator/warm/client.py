@@ -16,9 +16,8 @@ server cannot be reached, the client execs the real program, so the run goes col
 
 from __future__ import annotations
 
+import _socket  # not socket.py, nor signal.py: both load enum (see protocol.py)
 import os
-import signal
-import socket
 import sys
 
 from ansible_operator.warm.protocol import (
@@ -32,18 +31,21 @@ from ansible_operator.warm.protocol import (
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs 5 ms a task
 if TYPE_CHECKING:  # annotations only, never at run time (see protocol.py on import costs)
+    import signal as _signal  # the C module has no stubs; signal.py re-exports it
     from types import FrameType
     from typing import NoReturn
+else:
+    import _signal
 
 __all__ = ["interpreter_main", "playbook_main", "run"]
 
 _FORWARDED = (
-    signal.SIGTERM,
-    signal.SIGINT,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
+    _signal.SIGTERM,
+    _signal.SIGINT,
+    _signal.SIGHUP,
+    _signal.SIGQUIT,
+    _signal.SIGUSR1,
+    _signal.SIGUSR2,
 )
 _DEBUG_ENV = "AO_WARM_DEBUG"
 
@@ -54,8 +56,8 @@ def _exec_cold(real: str, argv: list[str], why: str) -> NoReturn:
     os.execv(real, [real, *argv])  # noqa: S606 - the cold path: the real program
 
 
-def _connect(path: str) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _connect(path: str) -> _socket.socket | None:
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(path)
     except OSError:
@@ -64,7 +66,7 @@ def _connect(path: str) -> socket.socket | None:
     return sock
 
 
-def _wait_for_status(sock: socket.socket) -> int:
+def _wait_for_status(sock: _socket.socket) -> int:
     """The run child's exit code (negative: killed by that signal); raises EOFError
     when the keeper is gone without answering."""
     buffer = b""
@@ -84,7 +86,7 @@ def _wait_for_status(sock: socket.socket) -> int:
 
 def _exit_with(status: int) -> NoReturn:
     if status < 0:  # die the same way, so the parent sees the same wait status
-        signal.signal(-status, signal.SIG_DFL)
+        _signal.signal(-status, _signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         os._exit(128 - status)
     os._exit(status & 0xFF)
@@ -116,7 +118,7 @@ def run(*, socket_env: str, real: str, argv: list[str], stdin_script: bool = Fal
             pass
 
     for sig in _FORWARDED:
-        signal.signal(sig, forward)
+        _signal.signal(sig, forward)
     try:
         status = _wait_for_status(sock)
     except (EOFError, OSError, ValueError):
