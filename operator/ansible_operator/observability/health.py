@@ -143,6 +143,7 @@ class _Server(ThreadingHTTPServer):
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive for scrapers that reuse connections
     timeout = 30  # seconds an idle keep-alive connection may hold its thread
+    disable_nagle_algorithm = True  # head and body are two writes: no 40 ms ACK wait
 
     def do_GET(self) -> None:
         self._respond(send_body=True)
