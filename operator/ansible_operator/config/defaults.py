@@ -127,3 +127,13 @@ WARM_RESTART_INTERVAL = 5.0
 # directory: at most this many, the least recently used go first (a
 # kubernetes.core.k8s payload is about 280 KB). 0 turns the sharing off.
 WARM_ANSIBALLZ_CACHE_ENTRIES = 64
+
+# --- images -----------------------------------------------------------------
+
+# The base image (operator/Dockerfile): our counterpart of the Go operator's
+# quay.io/operator-framework/ansible-operator, with the same contract (HOME,
+# uid 1001, entrypoint). Projects build FROM it; `ansible-operator init` writes
+# this name into the project's Dockerfile. Tag = the package version.
+BASE_IMAGE_NAME = "ansible-operator-base"
+BASE_IMAGE_TAG = "v0.1.0"
+BASE_IMAGE = f"{BASE_IMAGE_NAME}:{BASE_IMAGE_TAG}"
