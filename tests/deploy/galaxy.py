@@ -1,0 +1,222 @@
+"""A local stand-in for Ansible Galaxy, so `ansible-galaxy collection install -r
+requirements.yml` runs unchanged in tests although galaxy.ansible.com is unreachable.
+
+Used by tests/deploy/test_sdk_project.py (the SDK project's Dockerfile step)
+and tests/deploy/test_wheel.py (the install step docs/migrating.md documents).
+`ansible-galaxy` is pointed at it with ANSIBLE_GALAXY_SERVER, exactly as a user
+behind a Galaxy mirror would; the project's requirements.yml is not touched.
+
+What it serves, as collection artifacts (the tar.gz Galaxy serves, files at
+the archive's root, MANIFEST.json and FILES.json included):
+
+* operator_sdk.util: built from our collections/ with `ansible-galaxy
+  collection build`;
+* kubernetes.core and cloud.common: the installed copies that the `ansible`
+  community wheel named in SOURCES carries (downloaded once into the
+  collections cache and sha256-checked by scripts/install_collections.py),
+  packed as they are. kubernetes.core there is 5.4.1, older than the 6.x the
+  base image ships: a project that pins it must get its own version.
+
+The server answers the few Galaxy v3 API calls `ansible-galaxy collection
+install` makes: the API root, a collection, its version list, one version's
+metadata (download URL, sha256, dependencies), and the download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import importlib.util
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+# collection -> (the PyPI wheel that carries it, that wheel's sha256)
+ANSIBLE_11 = (
+    "ansible==11.13.0",
+    "7f1c9c6a6026ff214d9240647e4d2b019b2a9d4c7a2bc733932bcf92af80ab04",
+)
+SOURCES = {"kubernetes.core": ANSIBLE_11, "cloud.common": ANSIBLE_11}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    namespace: str
+    name: str
+    version: str
+    path: Path
+    sha256: str
+    dependencies: dict[str, str]
+
+
+def _install_collections() -> ModuleType:
+    script = REPO / "scripts" / "install_collections.py"
+    spec = importlib.util.spec_from_file_location("install_collections", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
+    spec.loader.exec_module(sys.modules[spec.name])
+    return module
+
+
+def collections_cache() -> Path:
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(
+        os.environ.get("COLLECTIONS_CACHE") or Path(cache_home, "ansible-operator-collections")
+    )
+
+
+def _artifact(path: Path) -> Artifact:
+    with tarfile.open(path) as archive:
+        member = archive.extractfile("MANIFEST.json")
+        assert member is not None, f"{path}: no MANIFEST.json"
+        info = json.load(member)["collection_info"]
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Artifact(
+        info["namespace"], info["name"], info["version"], path, digest, info["dependencies"] or {}
+    )
+
+
+def _pack(installed: Path, out: Path) -> Path:
+    """An installed collection as an artifact.
+
+    The `ansible` wheel leaves out some files its collections' FILES.json lists
+    (`.github/` and the like, never code), and `ansible-galaxy` refuses an
+    artifact without every listed entry: FILES.json is cut down to what is
+    there, and MANIFEST.json's checksum of it updated.
+    """
+    manifest = json.loads((installed / "MANIFEST.json").read_text())
+    files = json.loads((installed / "FILES.json").read_text())
+    files["files"] = [f for f in files["files"] if (installed / f["name"]).exists()]
+    files_data = json.dumps(files, indent=2).encode()
+    manifest["file_manifest_file"]["chksum_sha256"] = hashlib.sha256(files_data).hexdigest()
+    manifest_data = json.dumps(manifest, indent=2).encode()
+    info = manifest["collection_info"]
+    path = out / f"{info['namespace']}-{info['name']}-{info['version']}.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in (("MANIFEST.json", manifest_data), ("FILES.json", files_data)):
+            member = tarfile.TarInfo(name)
+            member.size, member.mode = len(data), 0o644
+            archive.addfile(member, io.BytesIO(data))
+        for entry in files["files"]:
+            if entry["name"] != ".":
+                archive.add(installed / entry["name"], arcname=entry["name"], recursive=False)
+    return path
+
+
+def build_artifacts(out: Path, *, ansible_galaxy: str) -> list[Artifact]:
+    """Every collection the local Galaxy serves, as artifacts in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    own = REPO / "collections" / "ansible_collections" / "operator_sdk" / "util"
+    subprocess.run(
+        [ansible_galaxy, "collection", "build", "--force", "--output-path", str(out), str(own)],
+        check=True,
+        capture_output=True,
+    )
+    paths = sorted(out.glob("operator_sdk-util-*.tar.gz"))
+    tool = _install_collections()
+    cache = collections_cache()
+    for collection, (requirement, sha256) in SOURCES.items():
+        entry = tool.LockedCollection(collection, requirement, sha256)
+        wheel = tool.fetch_wheel(entry, cache)
+        paths.append(_pack(tool.extract(entry, wheel, cache), out))
+    return [_artifact(path) for path in paths]
+
+
+def _handler(artifacts: list[Artifact]) -> type[http.server.BaseHTTPRequestHandler]:
+    by_name: dict[tuple[str, str], list[Artifact]] = {}
+    for artifact in artifacts:
+        by_name.setdefault((artifact.namespace, artifact.name), []).append(artifact)
+    route = re.compile(r"/api/v3/collections/(\w+)/(\w+)/(?:versions/(?:([^/]+)/)?)?")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: a failing test shows ansible-galaxy's own errors
+
+        def _json(self, body: object, status: int = 200) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path in ("/api/", "/api"):
+                self._json({"available_versions": {"v3": "v3/"}})
+                return
+            if path.startswith("/download/"):
+                found = [a for a in artifacts if a.path.name == path.rsplit("/", 1)[1]]
+                if not found:
+                    self._json({"detail": "not found"}, 404)
+                    return
+                data = found[0].path.read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/gzip")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            match = route.fullmatch(path)
+            versions = by_name.get(match.group(1, 2), []) if match else []
+            if match is None or not versions:
+                self._json({"detail": "not found"}, 404)
+                return
+            namespace, name, version = match.groups()
+            base = f"/api/v3/collections/{namespace}/{name}/versions/"
+            if "/versions/" not in path:
+                stamp = "2026-01-01T00:00:00Z"
+                self._json({"namespace": namespace, "name": name, "updated_at": stamp})
+            elif version is None:
+                listed = [{"version": a.version, "href": f"{base}{a.version}/"} for a in versions]
+                self._json(
+                    {"meta": {"count": len(listed)}, "links": {"next": None}, "data": listed}
+                )
+            else:
+                chosen = [a for a in versions if a.version == version]
+                if not chosen:
+                    self._json({"detail": "not found"}, 404)
+                    return
+                one = chosen[0]
+                self._json(
+                    {
+                        "namespace": {"name": namespace},
+                        "collection": {"name": name},
+                        "version": one.version,
+                        "href": f"{base}{one.version}/",
+                        "download_url": f"/download/{one.path.name}",
+                        "artifact": {"sha256": one.sha256},
+                        "metadata": {"dependencies": one.dependencies},
+                        "signatures": [],
+                    }
+                )
+
+    return Handler
+
+
+@contextmanager
+def serve(artifacts: list[Artifact]) -> Iterator[str]:
+    """Serve `artifacts` on a free loopback port; yields the server URL for ANSIBLE_GALAXY_SERVER."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(artifacts))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

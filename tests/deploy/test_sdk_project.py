@@ -1,0 +1,147 @@
+"""An Operator SDK project needs only its FROM line changed to run on our base image.
+
+The project (tests/deploy/sdk_project, written from the SDK's documented
+layout) has the Dockerfile `operator-sdk init --plugins=ansible` scaffolds,
+with `FROM defaults.BASE_IMAGE` instead of the Go operator's image. The test
+replays (tests/deploy/replay.py) the base image's Dockerfile, then the
+project's on top of it, as `docker build` would: its
+`RUN ansible-galaxy collection install -r ${HOME}/requirements.yml && chmod -R
+ug+rwx ${HOME}/.ansible` runs as the image's user (uid 1001, gid 0, when the
+test runs as root). Galaxy is unreachable here, so ansible-galaxy is pointed
+at a local stand-in (tests/deploy/galaxy.py) with ANSIBLE_GALAXY_SERVER, the
+only setting added to the build; requirements.yml is the project's, unchanged.
+
+The project pins kubernetes.core 5.4.1 while the base image ships 6.x: the
+operator's runs must use the project's copy from ~/.ansible/collections
+(Ansible's collection search order puts it before site-packages). The test
+checks that from the runs' own output: at verbosity 3 (the CR's verbosity
+annotation) ansible-playbook names every module file it sends.
+
+Then the ENTRYPOINT's `ansible-operator` runs in the image's WORKDIR with the
+SDK Deployment's arguments and ANSIBLE_GATHERING, as that user, without the
+read-only root filesystem (the SDK's manifests have none), against the test
+cluster, until the project's sample custom resource is Successful.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ansible_operator.config import defaults
+from tests.deploy import galaxy, sdkproject
+from tests.deploy.dockerfile import parse
+from tests.deploy.replay import (
+    IMAGE_GID,
+    IMAGE_UID,
+    ImageOperator,
+    readable_kubeconfig,
+    replay_base,
+)
+from tests.e2e.harness import OPERATOR
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+PROJECT_COLLECTIONS = "opt/ansible/.ansible/collections/ansible_collections"
+
+
+@pytest.fixture
+def image_dir() -> Iterator[Path]:
+    # Not tmp_path: its parents are private to root, and the image's user is uid 1001.
+    base = Path(tempfile.mkdtemp(prefix="ao-sdk-image-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_project_dockerfile_differs_from_the_sdk_scaffold_only_in_from() -> None:
+    instructions = parse((sdkproject.PROJECT / "Dockerfile").read_text())
+    assert [(i.keyword, i.text) for i in instructions] == [
+        ("FROM", defaults.BASE_IMAGE),
+        ("COPY", "requirements.yml ${HOME}/requirements.yml"),
+        (
+            "RUN",
+            "ansible-galaxy collection install -r ${HOME}/requirements.yml"
+            " && chmod -R ug+rwx ${HOME}/.ansible",
+        ),
+        ("COPY", "watches.yaml ${HOME}/watches.yaml"),
+        ("COPY", "roles/ ${HOME}/roles/"),
+        ("COPY", "playbooks/ ${HOME}/playbooks/"),
+    ]
+
+
+def _build(image_dir: Path, galaxy_url: str) -> Any:
+    replay = replay_base(image_dir, build_env={"ANSIBLE_GALAXY_SERVER": galaxy_url})
+    project = image_dir / "project"
+    shutil.copytree(sdkproject.PROJECT, project)
+    replay.build(project / "Dockerfile", context=project)
+    installed = replay.root / PROJECT_COLLECTIONS
+    assert (installed / "kubernetes" / "core").is_dir(), "requirements.yml was not installed"
+    assert (installed / "cloud" / "common").is_dir()
+    # operator_sdk.util ">=0.5.0" is satisfied by the image's own copy: not installed again.
+    assert not (installed / "operator_sdk").exists()
+    if replay.as_root:  # installed by the image's user, as in a docker build
+        assert (installed / "kubernetes" / "core").stat().st_uid == IMAGE_UID
+    return replay
+
+
+def test_sdk_project_runs_on_the_base_image(
+    image_dir: Path, api_client: Any, kubeconfig_path: Path, namespace: str
+) -> None:
+    ansible_galaxy = str(Path(OPERATOR).parent / "ansible-galaxy")
+    artifacts = galaxy.build_artifacts(image_dir / "galaxy", ansible_galaxy=ansible_galaxy)
+    with galaxy.serve(artifacts) as url:
+        replay = _build(image_dir, url)
+    tmp = replay.root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    tmp.chmod(0o1777 if replay.as_root else stat.S_IRWXU)
+    kubeconfig = readable_kubeconfig(kubeconfig_path, tmp)
+    env = dict(replay.state.env)
+    env |= {"ANSIBLE_GATHERING": "explicit", "KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmp)}
+    env |= {"WATCH_NAMESPACE": namespace}
+    command = (replay.state.entrypoint or [])[2:]
+    operator = ImageOperator(
+        executable=replay.executable(),
+        run_as=(IMAGE_UID, IMAGE_GID) if replay.as_root else None,
+        kubeconfig=kubeconfig,
+        workdir=tmp,
+        cwd=replay.path(replay.state.workdir),
+        args=[
+            *command[2:],
+            "--leader-elect",
+            "--leader-election-id=sdk-sample",
+            f"--leader-election-namespace={namespace}",
+        ],
+        environment=env,
+        name="sdk-image",
+    )
+    sdkproject.install_crd(api_client)
+    try:
+        operator.start()
+    except Exception as err:
+        raise AssertionError(operator.log_path.read_text(errors="replace")[-5000:]) from err
+    try:
+        sample = sdkproject.create_sample(api_client, namespace)
+        sdkproject.wait_reconciled(
+            api_client, namespace, sample["metadata"]["name"], alive=operator.alive, timeout=240
+        )
+    except Exception as err:
+        raise AssertionError(operator.log_path.read_text(errors="replace")[-5000:]) from err
+    finally:
+        operator.stop()
+    used = sdkproject.module_files(operator.runner_dir)
+    k8s = {path for path in used if path.endswith("/kubernetes/core/plugins/modules/k8s.py")}
+    assert k8s == {
+        str(replay.root / PROJECT_COLLECTIONS / "kubernetes/core/plugins/modules/k8s.py")
+    }
+    status = {
+        path for path in used if path.endswith("/operator_sdk/util/plugins/modules/k8s_status.py")
+    }
+    assert len(status) == 1
+    assert "site-packages/ansible_collections/operator_sdk/util" in status.pop()
