@@ -46,15 +46,15 @@ testbed-build: ## build (or reuse) etcd, kube-apiserver, kcm, scheduler, kubectl
 
 .PHONY: testbed-up
 testbed-up: venv testbed-build ## start the local control plane; kubeconfig in .testbed/kubeconfig
-	$(BIN)/testbed up
+	$(BIN)/python -m testbed up
 
 .PHONY: testbed-down
 testbed-down: ## stop the processes testbed-up started and remove their state
-	@if [ -x $(BIN)/testbed ]; then $(BIN)/testbed down; else echo "no .venv: nothing to stop"; fi
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m testbed down; else echo "no .venv: nothing to stop"; fi
 
 .PHONY: testbed-status
 testbed-status: venv ## say what the testbed runs
-	$(BIN)/testbed status
+	$(BIN)/python -m testbed status
 
 .PHONY: lint
 lint: venv ## ruff lint + format check, mypy --strict
@@ -73,6 +73,11 @@ test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-e
 	PATH="$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
 	@# The reconcile end-to-end tests once more on the cold path (--warm-ansible=false).
 	PATH="$(BIN):$$PATH" E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS)
+	$(MAKE) --no-print-directory dist
+
+.PHONY: dist
+dist: venv ## build the wheel and sdist into dist/, then check them (twine check --strict, contents)
+	$(BIN)/python scripts/build_dist.py --out dist --cache "$(CACHE_HOME)/ansible-operator-dist-tools"
 
 .PHONY: run
 run: venv ## run the operator against $$KUBECONFIG, or the local testbed when it is unset
