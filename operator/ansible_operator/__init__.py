@@ -6,8 +6,10 @@ environment variables, so roles written for it run unchanged.
 
 Layers, top to bottom (a module imports only from layers below it):
 
-    cli            the `ansible-operator` command: run, validate, version
-    controller     watching (kopf), queueing, reconciling, finalizers, leader election
+    cli            the `ansible-operator` command: run, validate, version, init, create api
+    controller | scaffold
+                   controller: watching (kopf), queueing, reconciling, finalizers, leader
+                   election; scaffold: writing new projects (init, create api), no cluster
     runner | status | proxy
                    one Ansible run; status conditions; the API endpoint roles talk to
     warm           fork servers that start ansible-playbook and Python modules warm

@@ -3,7 +3,8 @@
 Entry point of the console script and of `python -m ansible_operator`.
 Sub-commands: `version` prints our version and those of the libraries that
 shape behaviour; `validate` loads watches.yaml and reports; `run` starts the
-operator (controller layer).
+operator (controller layer); `init` and `create api` write a new project and
+its kinds (scaffold layer).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ansible_operator.config.watches import load_watches, summarize
 from ansible_operator.controller import manager
 from ansible_operator.errors import ConfigError
 from ansible_operator.observability.logging import setup_logging
+from ansible_operator.scaffold import commands as scaffold
 
 
 def _dist_version(name: str) -> str:
@@ -53,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--watches-file", default=defaults.WATCHES_FILE)
     run = sub.add_parser("run", help="run the operator")
     add_run_arguments(run)
+    scaffold.add_init_parser(sub)
+    scaffold.add_create_parser(sub)
     return parser
 
 
@@ -100,4 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "validate":
         return _validate(args.watches_file)
+    if args.command == "init":
+        return scaffold.run_init(args)
+    if args.command == "create":
+        return scaffold.run_create_api(args)
     return _run(args, arguments)

@@ -137,3 +137,11 @@ WARM_ANSIBALLZ_CACHE_ENTRIES = 64
 BASE_IMAGE_NAME = "ansible-operator-base"
 BASE_IMAGE_TAG = "v0.1.0"
 BASE_IMAGE = f"{BASE_IMAGE_NAME}:{BASE_IMAGE_TAG}"
+
+# --- scaffolding (`ansible-operator init`, `create api`) ----------------------
+
+# The PROJECT file's layout: the Operator SDK's Ansible plugin, so that tools
+# and people who know SDK projects recognise ours.
+SCAFFOLD_LAYOUT = "ansible.sdk.operatorframework.io/v1"
+# --crd-version: the only one Kubernetes still serves (v1beta1 went in 1.22).
+SCAFFOLD_CRD_VERSION = "v1"
