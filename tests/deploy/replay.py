@@ -13,10 +13,12 @@ directory, user and entrypoint carry over, as in Docker.
 
 What is not replayed, on purpose:
 
-* apt-get (it only installs tini, the image's PID 1) and useradd (the image's
+* in a RUN line with apt-get or useradd: apt-get (it only installs tini, the
+  image's PID 1), rm of apt's lists, the `ln -s` of tini and the operator to
+  the Go image's paths (outside the mapped root), and useradd (the image's
   user has no passwd entry under an arbitrary uid anyway). The rest of such a
-  RUN line (mkdir, chown, chmod of ~/.ansible) is carried out, chown only when
-  the test runs as root;
+  line (mkdir, chown, chmod of ~/.ansible) is carried out, chown only when the
+  test runs as root;
 * pip's `--no-cache-dir`: dropped so pip's cache makes reruns fast;
 * RUN under `USER`: as that uid/gid when the test runs as root (so a project's
   `ansible-galaxy collection install` proves ~/.ansible is the image user's),
@@ -47,7 +49,8 @@ IMAGE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
 }
-NOT_REPLAYED = {"apt-get", "useradd", "rm"}
+# Outside the mapped root (/usr, /tini) or system-wide: never carried out here.
+NOT_REPLAYED = {"apt-get", "useradd", "rm", "ln"}
 
 
 def commands(script: str) -> list[list[str]]:

@@ -99,6 +99,8 @@ def _check_install(replay: Replay, venv_python: Path) -> None:
     own = collections / "operator_sdk" / "util"
     assert own.is_dir()
     assert not own.is_symlink(), "operator_sdk.util must be copied, not linked"
+    # pip stays, so that a project's `RUN pip install` goes into this virtualenv.
+    assert (venv_python.parent / "pip").exists()
 
 
 def _check_contract(replay: Replay) -> None:
@@ -123,7 +125,7 @@ def _check_contract(replay: Replay) -> None:
         assert (ansible_home.stat().st_uid, ansible_home.stat().st_gid) == (IMAGE_UID, IMAGE_GID)
         assert (ansible_home / "tmp").stat().st_uid == IMAGE_UID
     # Only tini and the user's passwd entry are left out (and chown when not root).
-    assert {command for _, command in replay.skipped} <= {"apt-get", "rm", "useradd", "chown"}
+    assert {command for _, command in replay.skipped} <= {"apt-get", "rm", "ln", "useradd", "chown"}
 
 
 def test_dockerfile_install_steps_give_a_working_operator(

@@ -171,3 +171,10 @@ def test_dockerignore_matching() -> None:
     assert not ignore.excluded("roles/memcached/tasks/main.yml")
     assert not ignore.excluded("scripts/install_collections.py")
     assert ignore.excluded("scripts/run.sh")
+
+
+def test_the_go_images_absolute_paths_work() -> None:
+    # ENTRYPOINT ["/tini", "--", "/usr/local/bin/ansible-operator", ...] is the Go image's.
+    runs = " ".join(_runs())
+    assert "ln -s /usr/bin/tini /tini" in runs
+    assert "ln -s /opt/venv/bin/ansible-operator /usr/local/bin/ansible-operator" in runs
