@@ -12,6 +12,8 @@ scenario passes.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -31,6 +33,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 BIN = Path(sys.executable).parent
 GROUP, VERSION = "cache", "v1alpha1"
 KINDS = {"Memcached": "memcacheds", "Backup": "backups"}
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def free_port() -> int:
@@ -64,31 +67,54 @@ def domain() -> str:
     return f"s{uuid.uuid4().hex[:6]}.scaffold.test"
 
 
+def readme_block() -> str:
+    """The sh block of README.md's "Start a new operator", continuation lines joined."""
+    text = README.read_text()
+    section = text[text.index("## Start a new operator") :]
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    assert block, "README.md: no sh block under 'Start a new operator'"
+    return block.group(1).replace("\\\n", " ")
+
+
+def readme_init(domain: str, project_name: str) -> list[str]:
+    """The README's `ansible-operator init` line, in a domain and with a project name of our own."""
+    line = next(ln for ln in readme_block().splitlines() if ln.startswith("ansible-operator init"))
+    argv = shlex.split(line.split("  #")[0])
+    argv[argv.index("--domain") + 1] = domain
+    return [str(BIN / "ansible-operator"), *argv[1:], f"--project-name={project_name}"]
+
+
+def test_the_readme_runs_what_these_tests_run() -> None:
+    block = readme_block()
+    for command in ("make install run", "kubectl apply -k config/samples", "molecule test"):
+        assert f"\n{command} " in block, command
+    assert readme_init("d.test", "p")[1:7] == [
+        "init",
+        "--domain",
+        "d.test",
+        "--group",
+        "cache",
+        "--version",
+    ]
+
+
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory, kubeconfig_path: Path, domain: str) -> Path:
+def project_name() -> str:
+    return f"memcached-operator-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def project(
+    tmp_path_factory: pytest.TempPathFactory, kubeconfig_path: Path, domain: str, project_name: str
+) -> Path:
+    """README's init (Memcached with a role), then `create api` for Backup with a playbook."""
     root = tmp_path_factory.mktemp("project") / "memcached-operator"
     root.mkdir()
     env = user_env(kubeconfig_path)
-    operator = str(BIN / "ansible-operator")
+    run(readme_init(domain, project_name), cwd=root, env=env)
     run(
         [
-            operator,
-            "init",
-            f"--domain={domain}",
-            "--group",
-            GROUP,
-            "--version",
-            VERSION,
-            "--kind",
-            "Memcached",
-            "--generate-role",
-        ],
-        cwd=root,
-        env=env,
-    )
-    run(
-        [
-            operator,
+            str(BIN / "ansible-operator"),
             "create",
             "api",
             "--group",
@@ -221,3 +247,39 @@ def test_the_generated_molecule_scenario_passes(
     output = run([str(BIN / "molecule"), "test"], cwd=project, env=env, timeout=900)
     for test in ("memcached_test.yml", "backup_test.yml"):
         assert test in output, output[-3000:]
+
+
+def deployment(api_client: Any, namespace: str, name: str) -> Any:
+    try:
+        return client.AppsV1Api(api_client).read_namespaced_deployment(name, namespace)
+    except client.ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def test_make_deploy_and_undeploy(
+    project: Path, project_name: str, kubeconfig_path: Path, api_client: Any
+) -> None:
+    env = user_env(kubeconfig_path)
+    image = "registry.example.com/memcached-operator:v0.0.1"
+    namespace, name = f"{project_name}-system", f"{project_name}-controller-manager"
+    run(["make", "deploy", f"IMG={image}", f"KUBECTL={kubectl_binary()}"], cwd=project, env=env)
+    try:
+        found = deployment(api_client, namespace, name)
+        assert found is not None
+        container = found.spec.template.spec.containers[0]
+        assert container.image == image
+        assert f"--leader-election-id={project_name}" in container.args
+        assert found.spec.template.spec.service_account_name == name
+    finally:
+        run(
+            ["make", "undeploy", "ignore-not-found=true", f"KUBECTL={kubectl_binary()}"],
+            cwd=project,
+            env=env,
+        )
+    wait_until(
+        f"deployment {name} gone",
+        lambda: deployment(api_client, namespace, name) is None,
+        timeout=120,
+    )
