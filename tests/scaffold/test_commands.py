@@ -7,7 +7,9 @@ directory. The end-to-end behaviour on a cluster is test_project_e2e.py's.
 from __future__ import annotations
 
 import difflib
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -368,3 +370,27 @@ def test_kustomize_builds(project: Path, run_cli: Cli, overlay: str) -> None:
         assert (container["image"], container["imagePullPolicy"]) == ("testing-operator", "Never")
     if overlay == "config/samples":
         assert {o["kind"] for o in objects} == {"Memcached", "Backup"}
+
+
+def test_every_generated_playbook_passes_ansibles_syntax_check(
+    tmp_path: Path, run_cli: Cli
+) -> None:
+    assert (
+        run_cli(tmp_path, *INIT, *MEMCACHED[2:], "--generate-role", "--generate-playbook").code == 0
+    )
+    playbooks = sorted(
+        str(p.relative_to(tmp_path))
+        for p in [*tmp_path.glob("molecule/*/*.yml"), *tmp_path.glob("playbooks/*.yml")]
+        if p.name != "molecule.yml" and p.name != "vars.yml"
+    )
+    assert "molecule/kind/converge.yml" in playbooks
+    assert "playbooks/memcached.yml" in playbooks
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "--syntax-check", *playbooks],
+        cwd=tmp_path,
+        env={**os.environ, "ANSIBLE_ROLES_PATH": str(tmp_path / "roles")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
