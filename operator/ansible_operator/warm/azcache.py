@@ -24,7 +24,8 @@ module_utils roots and collection roots that exist). If ansible's local cache fi
 is already there (an earlier task of this run), ansible uses it. Else, if the shared
 entry is valid, copy its payload to ansible's local cache file name, so ansible's own
 code finds it ("using cached module") and builds the per-task wrapper (arguments,
-interpreter) as usual. Else call the original while tracing what it reads, and
+interpreter) as usual. Else take the entry's build lock (runs that miss together
+wait for the first, then use its entry), call the original while tracing what it reads, and
 publish the file it wrote: only when every non-empty zip member is a file the build
 read and no record changed in the last `RACY_SECONDS` (azentries.py says why an
 entry stays sound). Role or playbook `library/` modules (`ansible.legacy.*`:
@@ -36,13 +37,16 @@ behaviour; notes go to stderr (in a worker: shown as an Ansible warning) only wi
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import pickle
 import stat
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -59,6 +63,9 @@ SUPPORTED_ANSIBLE = ("2.19.",)
 local cache, locators reading with open(), the pickle format)."""
 RACY_SECONDS = 1.0
 """Records stamped this close to the build's start are not trusted (coarse clocks)."""
+BUILD_WAIT_SECONDS = 10.0
+"""How long a run waits for another run building the same payload, then builds it."""
+_BUILD_POLL_SECONDS = 0.02
 _DEBUG_ENV = "AO_WARM_DEBUG"
 
 
@@ -123,14 +130,60 @@ class Cache:
             return original(**kwargs)
         if self._restore(module, plan):
             return original(**kwargs)
-        trace = aztrace.start()
+        with self._build_turn(plan) as waited:
+            if waited and self._restore(module, plan):
+                return original(**kwargs)
+            trace = aztrace.start()
+            try:
+                result = original(**kwargs)
+            finally:
+                aztrace.stop()
+            if trace is not None:
+                self._publish(module, plan, trace)
+            return result
+
+    @contextlib.contextmanager
+    def _build_turn(self, plan: _Plan) -> Iterator[bool]:
+        """Hold the entry's build lock; yields whether another run held it first.
+
+        One build at a time per entry: the runs that start together after the operator
+        starts would otherwise all build the same payload at once, each worker holding
+        its own ~20 MiB of parsed module_utils (the peak memory of a burst). A waiting
+        run then takes the entry the first one published. The wait is bounded, and
+        the kernel drops the lock of a builder that dies; any error means no lock.
+        """
+        path = os.path.join(self.directory, f".lock-{plan.key}")  # a dot: evict() ages it
         try:
-            result = original(**kwargs)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            self._note("no lock", plan.fqn, repr(error))
+            yield False
+            return
+        try:
+            waited = not self._lock(fd, plan)
+            yield waited
         finally:
-            aztrace.stop()
-        if trace is not None:
-            self._publish(module, plan, trace)
-        return result
+            os.close(fd)  # releases the lock
+
+    def _lock(self, fd: int, plan: _Plan) -> bool:
+        """True when the lock was free; False after waiting (got it, or gave up)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            pass
+        # Polled, not blocking: a task's `timeout:` is a SIGALRM in this process.
+        deadline = time.monotonic() + BUILD_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            time.sleep(_BUILD_POLL_SECONDS)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            self._note("waited", plan.fqn)
+            return False
+        self._note("waited", plan.fqn, f"gave up after {BUILD_WAIT_SECONDS:g} s")
+        return False
 
     # -- one call ---------------------------------------------------------------------
 

@@ -32,6 +32,8 @@ def main() -> None:
     from ansible_operator.warm import azcache  # noqa: PLC0415
 
     azcache.RACY_SECONDS = settings.get("racy_seconds", 0.0)
+    if "build_wait_seconds" in settings:
+        azcache.BUILD_WAIT_SECONDS = settings["build_wait_seconds"]
     cache = azcache.install(os.environ)
     assert cache is not None, "the cache did not install"
     assert azcache.TARGET not in sys.modules, "module_common was imported too early"

@@ -10,6 +10,8 @@ must carry the change, which is what a cold run would have sent.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import stat
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,10 @@ class Project:
         return self.top / "cache"
 
     def run(self, **overrides: Any) -> Run:
+        return self.finish(self.start(**overrides))
+
+    def start(self, **overrides: Any) -> subprocess.Popen[str]:
+        """One run in the background; its notes can be read from stderr as they come."""
         settings = {
             "local_tmp": str(self.top / "local"),
             "collections": [str(self.top / "colls0"), str(self.top / "colls")],
@@ -99,21 +105,23 @@ class Project:
             **self.settings,
             **overrides,
         }
-        proc = subprocess.run(
+        return subprocess.Popen(
             [sys.executable, str(DRIVER), json.dumps(settings)],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            check=False,
             cwd=self.top,
             env={**os.environ, "PYTHONPATH": str(REPO / "operator")},
         )
-        assert proc.returncode == 0, proc.stderr
-        document = json.loads(proc.stdout)
+
+    def finish(self, proc: subprocess.Popen[str], *, seen: Sequence[str] = ()) -> Run:
+        stdout, stderr = proc.communicate(timeout=120)
+        stderr = "".join(seen) + stderr
+        assert proc.returncode == 0, stderr
+        document = json.loads(stdout)
         assert document["hooked"], "module_common was not patched"
         prefix = "ao-warm azcache: "
-        notes = [
-            line[len(prefix) :] for line in proc.stderr.splitlines() if line.startswith(prefix)
-        ]
+        notes = [line[len(prefix) :] for line in stderr.splitlines() if line.startswith(prefix)]
         return Run(notes=notes, members=document["members"])
 
     def entries(self) -> list[Path]:
@@ -265,6 +273,57 @@ def test_a_shared_payload_is_used_only_while_nothing_it_depends_on_changed(
     if expected is not None:
         member, text = expected
         assert text in again.members[member]
+
+
+@contextlib.contextmanager
+def build_lock_held(project: Project, key: str) -> Iterator[None]:
+    """Hold entry `key`'s build lock as a run building that payload would."""
+    fd = os.open(project.cache / f".lock-{key}", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read_notes_until(proc: subprocess.Popen[str], note: str) -> list[str]:
+    """The run's stderr lines up to and including `note` (the run is then past it)."""
+    assert proc.stderr is not None
+    seen: list[str] = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.strip() == f"ao-warm azcache: {note}":
+            return seen
+    raise AssertionError(f"the run ended without noting {note!r}: {''.join(seen)}")
+
+
+def test_a_run_missing_while_another_builds_waits_and_takes_its_entry(project: Project) -> None:
+    project.run()
+    (entry,) = project.entries()
+    published = entry.read_bytes()
+    entry.unlink()
+    with build_lock_held(project, entry.name):  # another run is building this payload
+        waiting = project.start()
+        seen = read_notes_until(waiting, f"miss: {FQN}")
+        entry.write_bytes(published)  # ... and publishes it, then lets go
+    run = project.finish(waiting, seen=seen)
+    assert run.notes == [f"miss: {FQN}", f"waited: {FQN}", f"hit: {FQN}"]
+    assert '"one"' in run.members[VALUE_MEMBER]
+
+
+def test_a_run_waits_for_another_build_only_so_long(project: Project) -> None:
+    project.run()
+    (entry,) = project.entries()
+    entry.unlink()
+    with build_lock_held(project, entry.name):  # a build that never ends
+        run = project.run(build_wait_seconds=0.2)
+    assert run.notes == [
+        f"miss: {FQN}",
+        f"waited: {FQN} (gave up after 0.2 s)",
+        f"miss: {FQN}",  # looked once more, then built it itself
+        f"shared: {FQN}",
+    ]
+    assert [p.name for p in project.entries()] == [entry.name]
 
 
 def test_a_corrupt_entry_is_replaced_and_then_used(project: Project) -> None:
