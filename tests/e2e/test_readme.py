@@ -39,6 +39,14 @@ README = ROOT / "README.md"
 
 # README command -> where it is exercised. "here": by test_a_new_user_runs_the_readme.
 COVERAGE = {
+    # "Start a new operator": tests/scaffold/test_project_e2e.py runs the README's own
+    # init line in a temporary directory, then these commands in the project it wrote.
+    "mkdir memcached-operator && cd memcached-operator": "tests/scaffold/test_project_e2e.py",
+    "ansible-operator init --domain example.com --group cache --version v1alpha1 "
+    "--kind Memcached --generate-role": "tests/scaffold/test_project_e2e.py",
+    "make install run": "tests/scaffold/test_project_e2e.py",
+    "kubectl apply -k config/samples": "tests/scaffold/test_project_e2e.py",
+    "molecule test": "tests/scaffold/test_project_e2e.py",
     "make run": "here",
     "make test": "CI: .ci/run runs it in a fresh clone",
     "make testbed-up": "here",
