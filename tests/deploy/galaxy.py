@@ -62,13 +62,17 @@ class Artifact:
 
 
 def _install_collections() -> ModuleType:
+    """scripts/install_collections.py as a module (loaded once per process)."""
+    name = "install_collections"
+    if name in sys.modules:
+        return sys.modules[name]
     script = REPO / "scripts" / "install_collections.py"
-    spec = importlib.util.spec_from_file_location("install_collections", script)
+    spec = importlib.util.spec_from_file_location(name, script)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(sys.modules[spec.name])
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
     return module
 
 
@@ -198,7 +202,8 @@ def _handler(artifacts: list[Artifact]) -> type[http.server.BaseHTTPRequestHandl
                         "collection": {"name": name},
                         "version": one.version,
                         "href": f"{base}{one.version}/",
-                        "download_url": f"/download/{one.path.name}",
+                        # absolute: ansible-core 2.18 does not resolve a relative one
+                        "download_url": f"http://{self.headers['Host']}/download/{one.path.name}",
                         "artifact": {"sha256": one.sha256},
                         "metadata": {"dependencies": one.dependencies},
                         "signatures": [],

@@ -71,6 +71,7 @@ class ImageState:
     workdir: str = "/"
     user: str | None = None
     entrypoint: list[str] | None = None
+    args: dict[str, str] = field(default_factory=dict)  # this stage's ARGs (RUN sees them)
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Replay:
     python: str  # the interpreter `python` means in the python:3.11 image
     as_root: bool  # whether RUN may chown and switch to USER
     build_env: dict[str, str] = field(default_factory=dict)  # extra, for RUN only
+    build_args: dict[str, str] = field(default_factory=dict)  # `docker build --build-arg`
     images: dict[str, ImageState] = field(default_factory=dict)
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (line, command)
     image_dirs: set[str] = field(default_factory=set)
@@ -119,13 +121,24 @@ class Replay:
 
     def build(self, dockerfile: Path, *, context: Path, tag: str | None = None) -> None:
         self.context = context
+        self.global_args: dict[str, str] = {}  # ARGs before the first FROM: for FROM lines
+        self.in_stage = False
         for ins in parse(dockerfile.read_text()):
             getattr(self, f"do_{ins.keyword.lower()}")(ins)
         if tag is not None:
             self.images[tag] = self.state
 
+    def do_arg(self, ins: Instruction) -> None:
+        name, _, default = ins.text.partition("=")
+        value = self.build_args.get(name, default)
+        if not self.in_stage:
+            self.global_args[name] = value
+        else:
+            self.state.args[name] = value
+
     def do_from(self, ins: Instruction) -> None:
-        image = ins.text.split()[0]
+        image = self._vars(ins.text.split()[0], self.global_args)
+        self.in_stage = True
         if image in self.images:
             base = self.images[image]
             self.state = ImageState(
@@ -190,7 +203,7 @@ class Replay:
         result = subprocess.run(
             ["/bin/sh", "-c", script],
             cwd=self.path("."),
-            env={**self.state.env, **self.build_env},
+            env={**self.state.env, **self.state.args, **self.build_env},
             capture_output=True,
             text=True,
             timeout=900,

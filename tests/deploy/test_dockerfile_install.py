@@ -81,18 +81,18 @@ def _installed(replay: Replay, venv_python: Path) -> dict[str, Any]:
     return facts
 
 
-def _check_install(replay: Replay, venv_python: Path) -> None:
-    """Installed, not linked: the package, pinned versions, no dev tools, both collections."""
+def _check_install(replay: Replay, venv_python: Path, requirements: str) -> None:
+    """Installed, not linked: the package, the line's pinned versions, no dev tools, both collections."""
     facts = _installed(replay, venv_python)
     assert Path(facts["file"]).is_relative_to(replay.root)
     pins = {}
-    for line in (support.REPO / "requirements" / "constraints.txt").read_text().splitlines():
+    for line in (support.REPO / requirements / "constraints.txt").read_text().splitlines():
         if "==" in line and not line.startswith("#"):
             name, version = line.split("==")
             pins[name.strip().lower().replace("_", "-")] = version.strip()
     dists = {name.replace("_", "-"): version for name, version in facts["dists"].items()}
     wrong = {n: (v, pins[n]) for n, v in dists.items() if n in pins and pins[n] != v}
-    assert not wrong, f"installed versions differ from requirements/constraints.txt: {wrong}"
+    assert not wrong, f"installed versions differ from {requirements}/constraints.txt: {wrong}"
     assert not {"pytest", "ruff", "mypy", "molecule"} & set(dists), "dev extras installed"
     collections = Path(facts["site"]) / "ansible_collections"
     assert (collections / "kubernetes" / "core" / "MANIFEST.json").is_file()
@@ -135,7 +135,7 @@ def test_dockerfile_install_steps_give_a_working_operator(
     _check_contract(replay)
     replay.build(support.REPO / "Dockerfile", context=image_dir / "context")
     executable = replay.executable()
-    _check_install(replay, executable.parent / "python")
+    _check_install(replay, executable.parent / "python", "requirements")
     for name in ("watches.yaml", "roles/memcached/tasks/main.yml", "playbooks"):
         assert replay.path(name).exists(), name
 

@@ -55,16 +55,29 @@ def test_hadolint_finds_nothing(dockerfile: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _global_args() -> dict[str, str]:
+    """The ARGs declared before the first FROM, with their defaults."""
+    args = {}
+    for ins in _instructions():
+        if ins.keyword == "FROM":
+            break
+        if ins.keyword == "ARG":
+            name, _, default = ins.text.partition("=")
+            args[name] = default
+    return args
+
+
 def test_base_images_are_pinned_slim_python_311() -> None:
     stages = [i.text.split() for i in _instructions() if i.keyword == "FROM"]
     assert stages
-    for words in stages:
-        image = words[0]
-        assert ":" in image, f"{image}: no tag"
-        name, tag = image.rsplit(":", 1)
-        assert name == "python", image
-        # A full Python version and a Debian release, never a moving tag.
-        assert re.fullmatch(r"3\.11\.\d+-slim-[a-z]+", tag), image
+    # Both stages on the same python image, a build argument with a pinned default.
+    assert {words[0] for words in stages} == {"${PYTHON_IMAGE}"}
+    image = _global_args()["PYTHON_IMAGE"]
+    assert ":" in image, f"{image}: no tag"
+    name, tag = image.rsplit(":", 1)
+    assert name == "python", image
+    # A full Python version and a Debian release, never a moving tag.
+    assert re.fullmatch(r"3\.11\.\d+-slim-[a-z]+", tag), image
 
 
 def test_runs_as_non_root_uid_1001_group_0() -> None:
@@ -86,7 +99,7 @@ def test_pip_installs_are_pinned_not_editable_and_cacheless() -> None:
     assert installs
     for run in installs:
         assert "--no-cache-dir" in run, run
-        assert "-c requirements/constraints.txt" in run, run
+        assert "-c ${ANSIBLE_REQUIREMENTS}/constraints.txt" in run, run
         assert not re.search(r"(\s-e\s|--editable|\[dev\])", run), run
 
 
@@ -94,6 +107,12 @@ def test_collections_are_installed_at_build_time_by_copy() -> None:
     runs = [r for r in _runs() if "install_collections.py" in r]
     assert len(runs) == 1
     assert "--copy-own" in runs[0]
+    assert "--lock ${ANSIBLE_REQUIREMENTS}/collections.txt" in runs[0]
+
+
+def test_the_ansible_line_is_a_build_argument_defaulting_to_the_default_line() -> None:
+    args = [i.text for i in _instructions() if i.keyword == "ARG"]
+    assert "ANSIBLE_REQUIREMENTS=requirements" in args
 
 
 def test_apt_get_is_lean() -> None:
