@@ -38,7 +38,7 @@ from tests.deploy.replay import python311
 
 pytestmark = [pytest.mark.slow]
 
-DEFAULT_PORTS = (6789, 8443, 8888)  # health probes, metrics, API proxy: `run` without flags
+DEFAULT_PORTS = (6789, 8443, 8888, 5050)  # probes, metrics, API proxy, user metrics: `run` alone
 RUNNER_DIR = Path("/tmp/ansible-operator/runner")  # --runner-dir's default
 
 
