@@ -128,6 +128,7 @@ def setup_logging(
             console=encoder_name == "console", time_encoding=time_name, stack=stack_threshold
         )
     )
+    handler.addFilter(_RetriedRequestFilter(threshold))
     setattr(handler, _OUR_HANDLER, True)
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, _OUR_HANDLER, False)]:
@@ -135,6 +136,30 @@ def setup_logging(
     root.addHandler(handler)
     root.setLevel(threshold)
     return handler
+
+
+class _RetriedRequestFilter(logging.Filter):
+    """kopf logs every failed API request it is about to retry at error level, with our
+    stack trace: right after an API server starts, its first LISTs get HTTP 429
+    "storage is (re)initializing" and the operator's first lines looked like a crash.
+    A request that will be retried is a warning (no stack trace); the last attempt
+    ("escalating") stays an error."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno == logging.ERROR
+            and record.name.startswith("kopf.")
+            and isinstance(record.msg, str)
+            and record.msg.startswith("Request attempt ")
+            and "; will retry: " in record.msg
+        ):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            return record.levelno >= self.threshold
+        return True
 
 
 class ZapFormatter(logging.Formatter):

@@ -343,3 +343,38 @@ def test_setting_up_twice_replaces_the_handler(stream: io.StringIO) -> None:
     assert second in root.handlers
     logging.getLogger("x").info("once")
     assert len(lines(stream)) == 1
+
+
+RETRY = (
+    "Request attempt #1/9 failed; will retry: GET https://127.0.0.1:6443/apis/x/v1/ys"
+    " -> APITooManyRequestsError('storage is (re)initializing')"
+)
+
+
+@pytest.mark.parametrize(
+    ("logger", "message", "level", "expected"),
+    [
+        pytest.param("kopf._cogs.clients.watching", RETRY, "info", ("warn", False), id="retry"),
+        pytest.param("kopf._cogs.clients.watching", RETRY, "error", None, id="retry-hidden"),
+        pytest.param(
+            "kopf._cogs.clients.api",
+            "Request attempt #9/9 failed; escalating: GET https://x -> APIServerError()",
+            "info",
+            ("error", True),
+            id="last-attempt",
+        ),
+        pytest.param("reconciler", RETRY, "info", ("error", True), id="not-kopf"),
+        pytest.param("kopf.objects", "Handler failed", "info", ("error", True), id="other-kopf"),
+    ],
+)
+def test_api_requests_kopf_retries_are_warnings(
+    stream: io.StringIO, logger: str, message: str, level: str, expected: tuple[str, bool] | None
+) -> None:
+    setup_logging(stream=stream, level=level)
+    logging.getLogger(logger).error(message)
+    if expected is None:
+        assert lines(stream) == []
+        return
+    line = only_line(stream)
+    assert (line["level"], "stacktrace" in line) == expected
+    assert line["msg"] == message
