@@ -140,75 +140,67 @@ def build_artifacts(out: Path, *, ansible_galaxy: str) -> list[Artifact]:
     return [_artifact(path) for path in paths]
 
 
-def _handler(artifacts: list[Artifact]) -> type[http.server.BaseHTTPRequestHandler]:
-    by_name: dict[tuple[str, str], list[Artifact]] = {}
-    for artifact in artifacts:
-        by_name.setdefault((artifact.namespace, artifact.name), []).append(artifact)
-    route = re.compile(r"/api/v3/collections/(\w+)/(\w+)/(?:versions/(?:([^/]+)/)?)?")
+_ROUTE = re.compile(r"/api/v3/collections/(\w+)/(\w+)/(?:versions/(?:([^/]+)/)?)?")
+_NOT_FOUND = (404, "application/json", b'{"detail": "not found"}')
 
+
+def _json(body: object) -> tuple[int, str, bytes]:
+    return 200, "application/json", json.dumps(body).encode()
+
+
+def _version(artifact: Artifact, *, host: str) -> dict[str, Any]:
+    base = f"/api/v3/collections/{artifact.namespace}/{artifact.name}/versions/"
+    return {
+        "namespace": {"name": artifact.namespace},
+        "collection": {"name": artifact.name},
+        "version": artifact.version,
+        "href": f"{base}{artifact.version}/",
+        # absolute: ansible-core 2.18 does not resolve a relative one
+        "download_url": f"http://{host}/download/{artifact.path.name}",
+        "artifact": {"sha256": artifact.sha256},
+        "metadata": {"dependencies": artifact.dependencies},
+        "signatures": [],
+    }
+
+
+def answer(path: str, *, host: str, artifacts: list[Artifact]) -> tuple[int, str, bytes]:
+    """Status, content type and body of the Galaxy v3 answer to GET `path`."""
+    path = path.split("?", 1)[0]
+    if path in ("/api/", "/api"):
+        return _json({"available_versions": {"v3": "v3/"}})
+    if path.startswith("/download/"):
+        files = [a for a in artifacts if a.path.name == path.rsplit("/", 1)[1]]
+        return (200, "application/gzip", files[0].path.read_bytes()) if files else _NOT_FOUND
+    match = _ROUTE.fullmatch(path)
+    if match is None:
+        return _NOT_FOUND
+    namespace, name, version = match.groups()
+    versions = [a for a in artifacts if (a.namespace, a.name) == (namespace, name)]
+    if not versions:
+        return _NOT_FOUND
+    if "/versions/" not in path:
+        return _json({"namespace": namespace, "name": name, "updated_at": "2026-01-01T00:00:00Z"})
+    if version is None:
+        listed = [_version(a, host=host) for a in versions]
+        return _json({"meta": {"count": len(listed)}, "links": {"next": None}, "data": listed})
+    chosen = [a for a in versions if a.version == version]
+    return _json(_version(chosen[0], host=host)) if chosen else _NOT_FOUND
+
+
+def _handler(artifacts: list[Artifact]) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: a failing test shows ansible-galaxy's own errors
 
-        def _json(self, body: object, status: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path in ("/api/", "/api"):
-                self._json({"available_versions": {"v3": "v3/"}})
-                return
-            if path.startswith("/download/"):
-                found = [a for a in artifacts if a.path.name == path.rsplit("/", 1)[1]]
-                if not found:
-                    self._json({"detail": "not found"}, 404)
-                    return
-                data = found[0].path.read_bytes()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/gzip")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                return
-            match = route.fullmatch(path)
-            versions = by_name.get(match.group(1, 2), []) if match else []
-            if match is None or not versions:
-                self._json({"detail": "not found"}, 404)
-                return
-            namespace, name, version = match.groups()
-            base = f"/api/v3/collections/{namespace}/{name}/versions/"
-            if "/versions/" not in path:
-                stamp = "2026-01-01T00:00:00Z"
-                self._json({"namespace": namespace, "name": name, "updated_at": stamp})
-            elif version is None:
-                listed = [{"version": a.version, "href": f"{base}{a.version}/"} for a in versions]
-                self._json(
-                    {"meta": {"count": len(listed)}, "links": {"next": None}, "data": listed}
-                )
-            else:
-                chosen = [a for a in versions if a.version == version]
-                if not chosen:
-                    self._json({"detail": "not found"}, 404)
-                    return
-                one = chosen[0]
-                self._json(
-                    {
-                        "namespace": {"name": namespace},
-                        "collection": {"name": name},
-                        "version": one.version,
-                        "href": f"{base}{one.version}/",
-                        # absolute: ansible-core 2.18 does not resolve a relative one
-                        "download_url": f"http://{self.headers['Host']}/download/{one.path.name}",
-                        "artifact": {"sha256": one.sha256},
-                        "metadata": {"dependencies": one.dependencies},
-                        "signatures": [],
-                    }
-                )
+            status, content_type, body = answer(
+                self.path, host=self.headers["Host"], artifacts=artifacts
+            )
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
     return Handler
 

@@ -128,6 +128,30 @@ def _check_contract(replay: Replay) -> None:
     assert {command for _, command in replay.skipped} <= {"apt-get", "rm", "ln", "useradd", "chown"}
 
 
+def _as_deployed(replay: Replay, *, namespace: str) -> tuple[list[str], dict[str, str]]:
+    """The operator's arguments and environment in config/manager's Deployment.
+
+    Arguments: the ENTRYPOINT's, then the Deployment's but its fixed ports, then
+    what lets it share the test cluster. Environment: the image's, the
+    Deployment's, and WATCH_NAMESPACE.
+    """
+    container = _manager_container()
+    command = (replay.state.entrypoint or [])[2:]
+    assert command[:2] == ["ansible-operator", "run"]
+    own_ports = ("--health-probe-bind-address", "--metrics-bind-address")
+    args = [*command[2:]]
+    args += [a for a in container["args"] if not a.startswith(own_ports)]
+    args += [
+        f"--leader-election-namespace={namespace}",
+        "--proxy-port=0",
+        "--user-metrics-bind-address=0",
+    ]
+    env = dict(replay.state.env)
+    env |= {e["name"]: e["value"] for e in container.get("env", [])}
+    env["WATCH_NAMESPACE"] = namespace
+    return args, env
+
+
 def test_dockerfile_install_steps_give_a_working_operator(
     image_dir: Path, api_client: Any, kubeconfig_path: Path, namespace: str
 ) -> None:
@@ -140,7 +164,6 @@ def test_dockerfile_install_steps_give_a_working_operator(
         assert replay.path(name).exists(), name
 
     # Run it as the Deployment would: its args and env, the image's WORKDIR and user.
-    container = _manager_container()
     tmp = replay.root / "tmp"
     tmp.mkdir(exist_ok=True)
     run_as = (IMAGE_UID, IMAGE_GID) if replay.as_root else None
@@ -151,20 +174,8 @@ def test_dockerfile_install_steps_give_a_working_operator(
         tmp.chmod(0o1777)
     kubeconfig = readable_kubeconfig(kubeconfig_path, tmp)
     support.ensure_crds(api_client)
-    # The image's environment, the Deployment's, and what a pod would get otherwise.
-    env = dict(replay.state.env)
-    env |= {e["name"]: e["value"] for e in container.get("env", [])}
-    env |= {"KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmp), "WATCH_NAMESPACE": namespace}
-    own_ports = ("--health-probe-bind-address", "--metrics-bind-address")
-    command = (replay.state.entrypoint or [])[2:]
-    assert command[:2] == ["ansible-operator", "run"]
-    args = [*command[2:]]
-    args += [a for a in container["args"] if not a.startswith(own_ports)]
-    args += [
-        f"--leader-election-namespace={namespace}",
-        "--proxy-port=0",
-        "--user-metrics-bind-address=0",
-    ]
+    args, env = _as_deployed(replay, namespace=namespace)
+    env |= {"KUBECONFIG": str(kubeconfig), "TMPDIR": str(tmp)}
     operator = ImageOperator(
         executable=executable,
         run_as=run_as,

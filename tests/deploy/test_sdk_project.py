@@ -46,6 +46,7 @@ from tests.deploy.replay import (
     IMAGE_GID,
     IMAGE_UID,
     ImageOperator,
+    Replay,
     readable_kubeconfig,
     replay_base,
 )
@@ -95,7 +96,7 @@ LINES = {
 }
 
 
-def _build(image_dir: Path, galaxy_url: str, *, line: Line) -> Any:
+def _build(image_dir: Path, galaxy_url: str, *, line: Line) -> Replay:
     build_args = {"ANSIBLE_REQUIREMENTS": line.requirements}
     replay = replay_base(
         image_dir, build_env={"ANSIBLE_GALAXY_SERVER": galaxy_url}, build_args=build_args
