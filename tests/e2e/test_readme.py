@@ -45,6 +45,14 @@ COVERAGE = {
     "ansible-operator init --domain example.com --group cache --version v1alpha1 "
     "--kind Memcached --generate-role": "tests/scaffold/test_project_e2e.py",
     "make install run": "tests/scaffold/test_project_e2e.py",
+    # "Images and installing": no Docker here; the install steps of both Dockerfiles
+    # are replayed, base image first, and the result run against the testbed.
+    "docker build -f operator/Dockerfile -t ansible-operator-base:v0.1.0 .": (
+        "tests/deploy/test_dockerfile_install.py"
+    ),
+    "docker build -t registry.example.com/example-operator:0.1.0 .": (
+        "tests/deploy/test_dockerfile_install.py"
+    ),
     "kubectl apply -k config/samples": "tests/scaffold/test_project_e2e.py",
     "molecule test": "tests/scaffold/test_project_e2e.py",
     "make run": "here",
