@@ -69,7 +69,14 @@ class RunFailed(RetryLater):
     """The role or playbook failed; the queue retries with backoff."""
 
 
-__all__ = ["EventSink", "ReconcileHooks", "ReconcileSettings", "Reconciler", "RunFailed"]
+__all__ = [
+    "EventSink",
+    "ReconcileHooks",
+    "ReconcileSettings",
+    "Reconciler",
+    "RunFailed",
+    "build_run_request",
+]
 
 
 class ReconcileHooks(Protocol):
@@ -294,43 +301,15 @@ class Reconciler:
         kubeconfig: Path,
         log: ObjectLogger,
     ) -> RunRequest:
-        watch, gvk, meta = self.watch, self.watch.gvk, obj["metadata"]
-        playbook, role = watch.playbook, watch.role
-        fin = watch.finalizer
-        finalizer_vars = None
-        if deleting and fin is not None:
-            finalizer_vars = fin.vars
-            if fin.playbook or fin.role:
-                playbook, role = fin.playbook, fin.role
-        extravars = build_extravars(
+        return build_run_request(
+            self.watch,
             obj,
-            group=gvk.group,
-            kind=gvk.kind,
-            snake_case=watch.snake_case_parameters,
-            mark_unsafe=watch.mark_unsafe,
-            watch_vars=watch.vars,
-            finalizer_vars=finalizer_vars,
-        )
-        verbosity = cr_annotations.verbosity(obj, log)
-        artifacts = cr_annotations.max_runner_artifacts(obj, log)
-        return RunRequest(
             ident=ident,
-            group=gvk.group,
-            version=gvk.version,
-            kind=gvk.kind,
-            namespace=str(meta.get("namespace", "")),
-            name=str(meta["name"]),
-            playbook=playbook,
-            role=role if playbook is None else None,
-            extravars=extravars,
-            verbosity=watch.ansible_verbosity if verbosity is None else verbosity,
-            max_artifacts=watch.max_runner_artifacts if artifacts is None else artifacts,
-            ansible_args=self.settings.ansible_args,
+            deleting=deleting,
             kubeconfig=kubeconfig,
-            timeout=self.settings.run_timeout,
+            settings=self.settings,
             cancel=self.cancel,
-            runner_root=self.settings.runner_root,
-            on_event=task_logger(self.settings.ansible_log_events, log),
+            log=log,
         )
 
     def _after_run(
@@ -396,3 +375,60 @@ class Reconciler:
             return Outcome(requeue_after=DELETED_DURING_RUN_REQUEUE)
         requeue = result.requeue_after if result.requeue_after is not None else period
         return Outcome(requeue_after=requeue if requeue > 0 else None)
+
+
+def build_run_request(
+    watch: Watch,
+    obj: Mapping[str, Any],
+    *,
+    ident: str,
+    deleting: bool,
+    kubeconfig: Path,
+    settings: ReconcileSettings,
+    cancel: threading.Event,
+    log: ObjectLogger,
+) -> RunRequest:
+    """The RunRequest of one reconcile (or finalizer run when `deleting`) of `obj`.
+
+    Shared by the reconciler and `ansible-operator plan` (ansible_operator.plan),
+    so a plan runs with exactly the extra vars, role or playbook, verbosity and
+    Ansible arguments a reconcile would.
+    """
+    gvk, meta = watch.gvk, obj["metadata"]
+    playbook, role = watch.playbook, watch.role
+    fin = watch.finalizer
+    finalizer_vars = None
+    if deleting and fin is not None:
+        finalizer_vars = fin.vars
+        if fin.playbook or fin.role:
+            playbook, role = fin.playbook, fin.role
+    extravars = build_extravars(
+        obj,
+        group=gvk.group,
+        kind=gvk.kind,
+        snake_case=watch.snake_case_parameters,
+        mark_unsafe=watch.mark_unsafe,
+        watch_vars=watch.vars,
+        finalizer_vars=finalizer_vars,
+    )
+    verbosity = cr_annotations.verbosity(obj, log)
+    artifacts = cr_annotations.max_runner_artifacts(obj, log)
+    return RunRequest(
+        ident=ident,
+        group=gvk.group,
+        version=gvk.version,
+        kind=gvk.kind,
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta["name"]),
+        playbook=playbook,
+        role=role if playbook is None else None,
+        extravars=extravars,
+        verbosity=watch.ansible_verbosity if verbosity is None else verbosity,
+        max_artifacts=watch.max_runner_artifacts if artifacts is None else artifacts,
+        ansible_args=settings.ansible_args,
+        kubeconfig=kubeconfig,
+        timeout=settings.run_timeout,
+        cancel=cancel,
+        runner_root=settings.runner_root,
+        on_event=task_logger(settings.ansible_log_events, log),
+    )

@@ -43,7 +43,14 @@ class RunAccess:
         self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
 
     @contextlib.contextmanager
-    def kubeconfig_for(self, obj: Mapping[str, Any], *, controller: str) -> Iterator[Path]:
+    def kubeconfig_for(
+        self, obj: Mapping[str, Any], *, controller: str, read_only: bool = False
+    ) -> Iterator[Path]:
+        """A kubeconfig for one run of `obj`, valid until the block ends.
+
+        `read_only` (plans and drift checks): the proxy sends the run's writes as
+        server-side dry runs (proxy.readonly).
+        """
         meta = obj["metadata"]
         owner = Owner(
             api_version=str(obj["apiVersion"]),
@@ -54,6 +61,7 @@ class RunAccess:
             controller=controller,
             # The reconciler runs the finalizer exactly when the CR is being deleted.
             finalizing=bool(meta.get("deletionTimestamp")),
+            read_only=read_only,
         )
         with self.credentials.issue(owner) as token:
             handle, name = tempfile.mkstemp(dir=self._dir, prefix="run-", suffix=".kubeconfig")

@@ -11,6 +11,7 @@ reports each write (`Touch`) so `controller.dependents` can watch the kind.
     ownership    URL parsing and the ownership rules, as pure functions
     server       ApiProxy: listener, ownership of writes, follow-up patches
     handler      one client connection: auth, forwarding, streaming, upgrades
+    readonly     read-only runs (plans): writes sent as dry runs, live requests refused
     upstream     the API server side: pooled TLS connections, the operator's auth
 
 docs/proxy.md describes the behaviour and where it differs from the Go proxy.
@@ -18,11 +19,14 @@ docs/proxy.md describes the behaviour and where it differs from the Go proxy.
 
 from ansible_operator.proxy.credentials import Owner, RunCredentials, RunToken, write_kubeconfig
 from ansible_operator.proxy.ownership import Mode, Touch
-from ansible_operator.proxy.server import ApiProxy, OnTouch
+from ansible_operator.proxy.readonly import DryRunWrite
+from ansible_operator.proxy.server import ApiProxy, OnDryRun, OnTouch
 
 __all__ = [
     "ApiProxy",
+    "DryRunWrite",
     "Mode",
+    "OnDryRun",
     "OnTouch",
     "Owner",
     "RunCredentials",

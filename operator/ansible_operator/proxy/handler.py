@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import urllib3
 
+from ansible_operator.proxy import readonly
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import RequestInfo, parse_request
 from ansible_operator.proxy.upstream import (
@@ -106,6 +107,8 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 401, "Unauthorized", "a live run token is required (Authorization: Bearer)"
             )
             return
+        if owner.read_only and self._refused(owner):
+            return
         self.connection.settimeout(None)
         try:
             if "upgrade" in self.headers.get("Connection", "").lower():
@@ -123,6 +126,28 @@ class ProxyHandler(BaseHTTPRequestHandler):
         finally:
             if not self.close_connection:
                 self.connection.settimeout(self.timeout)
+
+    def _refused(self, owner: Owner) -> bool:
+        """A read-only run's request that cannot be dry-run: answer 403 (proxy.readonly)."""
+        info = parse_request(self.command, self.path)
+        upgrade = "upgrade" in self.headers.get("Connection", "").lower()
+        why = readonly.refusal(self.command, info, upgrade=upgrade)
+        if not why:
+            return False
+        self.close_connection = True  # the body was not read
+        refused = readonly.DryRunWrite(
+            method=self.command,
+            target=self.path,
+            info=info,
+            content_type=self.headers.get("Content-Type", ""),
+            body=b"",
+            status=403,
+            response=b"",
+            refused=why,
+        )
+        self.proxy.dry_run_done(owner, refused)
+        self._status(403, "Forbidden", why)
+        return True
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
@@ -156,25 +181,40 @@ class ProxyHandler(BaseHTTPRequestHandler):
 
     def _exchange(self, owner: Owner, body: bytes) -> None:
         proxy = self.proxy
-        info = parse_request(self.command, self.path)
-        plan, body = proxy.plan(
-            owner, self.command, info, self.headers.get("Content-Type", ""), body
-        )
+        target = self.path
+        # A read-only run's writes become server-side dry runs (proxy.readonly).
+        recorded = owner.read_only and self.command in readonly.MUTATING
+        if recorded:
+            target = readonly.dry_run_target(target)
+        info = parse_request(self.command, target)
+        content_type = self.headers.get("Content-Type", "")
+        plan, body = proxy.plan(owner, self.command, info, content_type, body)
         headers = copy_headers(self.headers.items(), connection=self.headers.get("Connection", ""))
         follow = plan is not None and plan.needs_follow_up and not info.dry_run
-        if follow:
-            # The response is read here to see whether the write created the
-            # object: ask for it uncompressed.
+        if follow or recorded:
+            # The response is read here (to see whether the write created the
+            # object, or for the plan): ask for it uncompressed.
             headers = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
-        stream = _is_stream(info, self.path)
+        stream = _is_stream(info, target)
         response = proxy.upstream.request(
             self.command,
-            self.path,
+            target,
             headers=headers,
             body=body if body or self.command in {"POST", "PUT", "PATCH"} else None,
-            preload=follow,
+            preload=follow or recorded,
             read_timeout=None if stream else REQUEST_READ_TIMEOUT,
         )
+        if recorded:
+            write = readonly.DryRunWrite(
+                method=self.command,
+                target=target,
+                info=info,
+                content_type=content_type,
+                body=body,
+                status=response.status,
+                response=response.data,
+            )
+            proxy.dry_run_done(owner, write)
         if plan is not None and 200 <= response.status < 300 and not info.dry_run:
             if follow:
                 query = self.path.partition("?")[2]
@@ -184,7 +224,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             # Before the response goes out: the watch exists by the time the
             # run's task returns.
             proxy.touched(owner, plan)
-        self._relay(response, preloaded=follow)
+        self._relay(response, preloaded=follow or recorded)
 
     # -- responses -----------------------------------------------------------
 

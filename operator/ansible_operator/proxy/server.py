@@ -25,6 +25,11 @@ The controller creates one ApiProxy at start-up, issues a run token per run
    every write of a finalizer run are forwarded untouched. Every successful
    write is reported to `on_touch` so the kind gets watched.
 
+A run whose token is read-only (`ansible-operator plan`, drift checks) has
+every write sent as a server-side dry run and each answer handed to
+`on_dry_run`; exec, attach, port-forward and proxy requests are refused
+(`proxy.readonly`).
+
 Reads are never cached: every GET, LIST and WATCH goes to the API server.
 The Go proxy answered reads from informers it created on first use (spec
 §4.2): reads right after a write could be stale, tools hung on "cache
@@ -70,11 +75,13 @@ from ansible_operator.proxy.ownership import (
     with_ownership,
     write_kind,
 )
+from ansible_operator.proxy.readonly import DryRunWrite
 from ansible_operator.proxy.upstream import Upstream, UpstreamError, shutdown_socket
 
 log = logging.getLogger("ansible_operator.proxy")
 
 OnTouch = Callable[[Owner, Touch], None]
+OnDryRun = Callable[[Owner, DryRunWrite], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +173,7 @@ class ApiProxy:
         kube: Kube,
         inject_owner_ref: bool,
         on_touch: OnTouch | None = None,
+        on_dry_run: OnDryRun | None = None,
         bind: str = "127.0.0.1:0",
     ) -> None:
         self._address = _parse_bind(bind)
@@ -173,6 +181,8 @@ class ApiProxy:
         self.kube = kube
         self.inject_owner_ref = inject_owner_ref
         self.on_touch = on_touch
+        # Told every write (and refusal) of a read-only run: what a plan records.
+        self.on_dry_run = on_dry_run
         self.upstream = Upstream(upstream)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -387,6 +397,15 @@ class ApiProxy:
             second.data[:300].decode(errors="replace"),
         )
         return response
+
+    def dry_run_done(self, owner: Owner, write: DryRunWrite) -> None:
+        if self.on_dry_run is None:
+            return
+        try:
+            self.on_dry_run(owner, write)
+        except Exception:
+            # Recording is the plan's business; the run's request goes on.
+            log.exception("Recording the dry run %s %s failed", write.method, write.info)
 
     def touched(self, owner: Owner, plan: WritePlan) -> None:
         if self.on_touch is None:
