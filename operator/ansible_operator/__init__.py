@@ -6,7 +6,9 @@ environment variables, so roles written for it run unchanged.
 
 Layers, top to bottom (a module imports only from layers below it):
 
-    cli            the `ansible-operator` command: run, validate, version, init, create api
+    cli            the `ansible-operator` command: run, validate, version, init, create api, plan
+    plan           `plan`: a CR's run in check mode through a read-only proxy, read back as
+                   changes (reuses the controller's run request and run access)
     controller | scaffold
                    controller: watching (kopf), queueing, reconciling, finalizers, leader
                    election; scaffold: writing new projects (init, create api), no cluster

@@ -4,7 +4,8 @@ Entry point of the console script and of `python -m ansible_operator`.
 Sub-commands: `version` prints our version and those of the libraries that
 shape behaviour; `validate` loads watches.yaml and reports; `run` starts the
 operator (controller layer); `init` and `create api` write a new project and
-its kinds (scaffold layer).
+its kinds (scaffold layer); `plan` shows what a CR's role would change (plan
+layer).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ansible_operator.config.watches import load_watches, summarize
 from ansible_operator.controller import manager
 from ansible_operator.errors import ConfigError
 from ansible_operator.observability.logging import setup_logging
+from ansible_operator.plan import command as plan
 from ansible_operator.scaffold import commands as scaffold
 
 
@@ -57,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     add_run_arguments(run)
     scaffold.add_init_parser(sub)
     scaffold.add_create_parser(sub)
+    plan.add_plan_parser(sub)
     return parser
 
 
@@ -108,4 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return scaffold.run_init(args)
     if args.command == "create":
         return scaffold.run_create_api(args)
+    if args.command == "plan":
+        return plan.run_plan(args)
     return _run(args, arguments)

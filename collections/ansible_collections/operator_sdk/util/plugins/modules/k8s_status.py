@@ -317,12 +317,20 @@ class StatusWriter:
         try:
             obj = self.resource.get(name=self.params["name"], namespace=self.params["namespace"])
         except kube.DynamicApiError as exc:
+            if self.module.check_mode and kube.is_not_found(exc):
+                # A plan of a resource not created yet: the status it would get.
+                return self.missing()
             self.module.fail_json(
                 msg="Failed to retrieve requested object", error=kube.api_error(exc)
             )
         instance = obj.to_dict()
         instance["status"] = instance.get("status") or {}
         return instance
+
+    def missing(self):
+        meta = {"name": self.params["name"], "namespace": self.params["namespace"]}
+        api_version, kind = self.params["api_version"], self.params["kind"]
+        return {"apiVersion": api_version, "kind": kind, "metadata": meta, "status": {}}
 
     def write(self, status, conditions):
         """One read-modify-write; raises ConflictError when the object moved on meanwhile."""

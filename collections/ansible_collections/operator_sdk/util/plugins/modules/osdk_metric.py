@@ -116,6 +116,14 @@ status_code:
   description: HTTP status of the metrics API's answer when it was not 200.
   returned: failure
   type: int
+address:
+  description: The metrics API the request would have gone to.
+  returned: check mode
+  type: str
+request:
+  description: The JSON body that would have been sent; nothing is sent in check mode.
+  returned: check mode
+  type: dict
 """
 
 _KINDS = ("counter", "gauge", "histogram", "summary")
@@ -157,8 +165,11 @@ def payload(params):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     url = module.params["address"]
+    if module.check_mode:
+        # Nothing is sent: the result says what would be (ansible-operator plan).
+        module.exit_json(changed=True, address=url, request=payload(module.params))
     try:
         response = open_url(
             url,
