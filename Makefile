@@ -8,14 +8,35 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# The Ansible line (README "Which Ansible"): the default line lives in .venv, pinned by
+# requirements/constraints.txt and requirements/collections.txt; another line, chosen with
+# `make venv ANSIBLE_LINE=<line>`, lives in .venv-ansible-<line>, pinned by
+# requirements/ansible-<line>/. `make test` runs a subset on OTHER_ANSIBLE_LINE too.
+DEFAULT_ANSIBLE_LINE := 2.19
+OTHER_ANSIBLE_LINE := 2.18
+ANSIBLE_LINE ?= $(DEFAULT_ANSIBLE_LINE)
+ifeq ($(ANSIBLE_LINE),$(DEFAULT_ANSIBLE_LINE))
 VENV := .venv
+LINE_REQUIREMENTS := requirements
+else
+VENV := .venv-ansible-$(ANSIBLE_LINE)
+LINE_REQUIREMENTS := requirements/ansible-$(ANSIBLE_LINE)
+endif
+ifeq ($(wildcard $(LINE_REQUIREMENTS)/constraints.txt),)
+$(error ANSIBLE_LINE=$(ANSIBLE_LINE): no $(LINE_REQUIREMENTS)/constraints.txt (lines: $(DEFAULT_ANSIBLE_LINE) $(patsubst requirements/ansible-%/,%,$(wildcard requirements/ansible-*/))))
+endif
+# ansible-core 2.21 and later need Python >= 3.12.
+LINE_PYTHON_newest := python3.12
+PYTHON ?= $(or $(LINE_PYTHON_$(ANSIBLE_LINE)),python3)
 BIN := $(CURDIR)/$(VENV)/bin
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 export TESTBED_CACHE ?= $(CACHE_HOME)/ansible-operator-testbed
 export COLLECTIONS_CACHE ?= $(CACHE_HOME)/ansible-operator-collections
 PYTEST_ARGS ?=
 COLD_TESTS ?= tests/e2e/test_reconcile.py
+# What `make test` runs on the other Ansible line: the reconcile end-to-end tests, the warm
+# runner tests and what differs between the lines.
+LINE_TESTS ?= tests/e2e/test_reconcile.py tests/runner/test_warm_runs.py tests/lines
 
 VENV_STAMP := $(VENV)/.installed
 COLLECTIONS_STAMP := $(VENV)/.collections
@@ -24,21 +45,21 @@ COLLECTIONS_STAMP := $(VENV)/.collections
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(VENV_STAMP): pyproject.toml requirements/constraints.txt
+$(VENV_STAMP): pyproject.toml $(LINE_REQUIREMENTS)/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c requirements/constraints.txt --config-settings editable_mode=compat -e '.[dev]'
+	$(BIN)/python -m pip install -q -c $(LINE_REQUIREMENTS)/constraints.txt --config-settings editable_mode=compat -e '.[dev]'
 	@# compat mode puts only the repo root on sys.path; the package lives in operator/
 	$(BIN)/python -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "ansible_operator_src.pth").write_text("$(CURDIR)/operator\n")'
 	@touch $@
 
-$(COLLECTIONS_STAMP): $(VENV_STAMP) scripts/install_collections.py requirements/collections.txt \
+$(COLLECTIONS_STAMP): $(VENV_STAMP) scripts/install_collections.py $(LINE_REQUIREMENTS)/collections.txt \
 		$(wildcard collections/ansible_collections/*/*/galaxy.yml)
-	$(BIN)/python scripts/install_collections.py --lock requirements/collections.txt --cache "$(COLLECTIONS_CACHE)"
+	$(BIN)/python scripts/install_collections.py --lock $(LINE_REQUIREMENTS)/collections.txt --cache "$(COLLECTIONS_CACHE)"
 	@touch $@
 
 .PHONY: venv
-venv: $(COLLECTIONS_STAMP) ## create .venv with pinned dependencies and the kubernetes.core collection
+venv: $(COLLECTIONS_STAMP) ## create .venv (or ANSIBLE_LINE's venv) with pinned dependencies and kubernetes.core
 
 .PHONY: testbed-build
 testbed-build: ## build (or reuse) etcd, kube-apiserver, kcm, scheduler, kubectl and kwok
@@ -74,6 +95,12 @@ test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-e
 	@# The reconcile end-to-end tests once more on the cold path (--warm-ansible=false).
 	PATH="$(BIN):$$PATH" E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS)
 	$(MAKE) --no-print-directory dist
+	@# A representative subset on the other Ansible line, in its own venv.
+	$(MAKE) --no-print-directory test-line ANSIBLE_LINE=$(OTHER_ANSIBLE_LINE)
+
+.PHONY: test-line
+test-line: venv testbed-build ## LINE_TESTS on ANSIBLE_LINE's venv (make test-line ANSIBLE_LINE=newest)
+	PATH="$(BIN):$$PATH" $(BIN)/pytest $(LINE_TESTS)
 
 .PHONY: dist
 dist: venv ## build the wheel and sdist into dist/, then check them (twine check --strict, contents)
