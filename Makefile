@@ -98,6 +98,10 @@ test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-e
 	@# A representative subset on the other Ansible line, in its own venv.
 	$(MAKE) --no-print-directory test-line ANSIBLE_LINE=$(OTHER_ANSIBLE_LINE)
 
+.PHONY: unit
+unit: venv ## the fast loop: every test that needs no cluster (about 2 minutes), no lint
+	PATH="$(BIN):$$PATH" $(BIN)/pytest -m "not cluster and not slow" $(PYTEST_ARGS)
+
 .PHONY: test-line
 test-line: venv testbed-build ## LINE_TESTS on ANSIBLE_LINE's venv (make test-line ANSIBLE_LINE=newest)
 	PATH="$(BIN):$$PATH" $(BIN)/pytest $(LINE_TESTS)
