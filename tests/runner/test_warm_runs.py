@@ -160,7 +160,7 @@ def test_warm_runs_are_forked_and_see_their_own_settings(
         assert module["probe_var"] == name  # ANSIBLE_* variables per run
         assert module["env_tmpdir"] == run["tmpdir"]
         assert module["tempdir"] == run["tmpdir"]  # tempfile's cache was reset
-        assert Path(run["tmpdir"]).parent == data_dir(root)
+        assert Path(module["real_tmpdir"]).parent == data_dir(root)  # run["tmpdir"] links it
         assert module["kube_default"] == str(tmp_path / f"{name}.kubeconfig")
         assert module["bearer"] == f"Bearer token-{name}"
     assert len({seen[n]["marker"] for n in seen}) == 3

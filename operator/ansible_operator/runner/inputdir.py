@@ -15,7 +15,8 @@ compatible with the Go operator so existing debugging habits still work:
         artifacts/<ident>/ written by ansible-runner; the newest `max_artifacts` are kept;
                            in its `command` file we redact the environment's values
         artifacts/latest   symlink to the newest run's directory
-        tmp-<ident>/       the run's TMPDIR, removed when the run ends
+        tmp-<ident>/       the run's TMPDIR (through a short symlink in the operator's
+                           temp dir), removed when the run ends
     <root>/.discovery/     kubernetes.core's API discovery cache, shared by all runs
 
 Every file is rewritten on every run because ansible-runner itself only writes its
@@ -321,7 +322,23 @@ def scratch_dir(data_dir: Path, ident: str, *, root: Path) -> Path:
     for cache in (root / DISCOVERY_DIR).glob(DISCOVERY_CACHES):
         with contextlib.suppress(OSError):  # only a cache: the run re-discovers
             shutil.copy2(cache, path / cache.name)  # its mtime tells if a run changed it
-    return path
+    return _short_alias(path, ident)
+
+
+# A run's short name for its scratch directory: <operator's temp dir>/ao-run-<ident>-*/t.
+_ALIAS_PREFIX = "ao-run-"
+
+
+def _short_alias(path: Path, ident: str) -> Path:
+    """A short path to `path`, for TMPDIR. ansible-core 2.21's ansible-playbook listens
+    on a Unix socket under $TMPDIR (`pymp-*/listener-*`, 32 more bytes) and a socket
+    path has at most 107 bytes: under the per-resource directory that fails the run
+    ("Local RPC server did not start"). A private directory in the operator's own
+    temp dir holds a symlink to `path`; `finish_run` removes it."""
+    holder = Path(tempfile.mkdtemp(prefix=f"{_ALIAS_PREFIX}{ident}-"))
+    alias = holder / "t"
+    alias.symlink_to(path, target_is_directory=True)
+    return alias
 
 
 def _keep_discovery_caches(scratch: Path, root: Path) -> None:
@@ -345,6 +362,8 @@ def finish_run(
     if completed:
         _keep_discovery_caches(scratch, root)
     shutil.rmtree(scratch, ignore_errors=True)
+    for holder in Path(tempfile.gettempdir()).glob(f"{_ALIAS_PREFIX}{ident}-*"):
+        shutil.rmtree(holder, ignore_errors=True)  # the symlink, not what it points to
     artifacts = data_dir / "artifacts"
     rotate_artifacts(artifacts, keep=max_artifacts, current=ident)
     if (artifacts / ident).is_dir():
@@ -403,4 +422,17 @@ def sweep_scratch_dirs(root: Path) -> int:
             elif name not in _NOT_WALKED:
                 keep.append(name)
         dirs[:] = keep
+    _sweep_aliases(root)
     return removed
+
+
+def _sweep_aliases(root: Path) -> None:
+    """Remove our `_short_alias` holders whose run is gone: a symlink into `root` whose
+    target no longer exists (other operators' holders point elsewhere)."""
+    for holder in Path(tempfile.gettempdir()).glob(f"{_ALIAS_PREFIX}*"):
+        link = holder / "t"
+        with contextlib.suppress(OSError):
+            if holder.lstat().st_uid != os.getuid() or link.exists():
+                continue
+            if Path(os.readlink(link)).is_relative_to(root):
+                shutil.rmtree(holder)

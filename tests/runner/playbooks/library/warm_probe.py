@@ -27,6 +27,7 @@ def main() -> None:
             "comm": comm,
             "marker": os.environ.get("AO_RUN_MARKER", ""),
             "env_tmpdir": os.environ.get("TMPDIR", ""),
+            "real_tmpdir": os.path.realpath(os.environ.get("TMPDIR", "")),
             "tempdir": tempfile.gettempdir(),
             "kube_default": kube_config.KUBE_CONFIG_DEFAULT_LOCATION,
             "bearer": _bearer() if os.environ.get("KUBECONFIG") else "",
