@@ -127,6 +127,10 @@ WARM_RESTART_INTERVAL = 5.0
 # directory: at most this many, the least recently used go first (a
 # kubernetes.core.k8s payload is about 280 KB). 0 turns the sharing off.
 WARM_ANSIBALLZ_CACHE_ENTRIES = 64
+# The ansible-core lines (major.minor) warm Ansible was checked on: its pre-import lists
+# (warm/preimports.py) and the module server's payload loading follow ansible-core's
+# internals. On any other line the operator logs why and every run starts cold.
+WARM_ANSIBLE_CORE_LINES = ("2.19", "2.21")
 
 # --- images -----------------------------------------------------------------
 

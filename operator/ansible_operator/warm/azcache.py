@@ -58,7 +58,7 @@ from ansible_operator.warm.protocol import ANSIBALLZ_CACHE_ENTRIES_ENV, ANSIBALL
 __all__ = ["RACY_SECONDS", "Cache", "install"]
 
 TARGET = "ansible.executor.module_common"
-SUPPORTED_ANSIBLE = ("2.19.",)
+SUPPORTED_ANSIBLE = ("2.19.", "2.21.")
 """Versions whose payload building this module was checked against (file names of the
 local cache, locators reading with open(), the pickle format)."""
 RACY_SECONDS = 1.0

@@ -167,8 +167,8 @@ PLAYBOOK_PREIMPORTS: tuple[str, ...] = (
     "ansible._internal._collection_proxy",
     "difflib",
     "ansible.utils.lock",
-    "ansible.module_utils.compat.paramiko",
-    "ansible._internal._errors._task_timeout",
+    # Left out for ansible-core 2.21: ansible.module_utils.compat.paramiko (gone there)
+    # and ansible._internal._errors._task_timeout (imports ansible.constants there).
     "ansible.executor.process",
     "ansible.module_utils._text",
     "ansible.utils._junit_xml",

@@ -27,6 +27,7 @@ every run): its clients exec the real programs meanwhile, so those runs are cold
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import logging
 import os
 import re
@@ -242,6 +243,15 @@ def start_warm_servers(*, enabled: bool, runner_root: Path) -> WarmServers | Non
     if not enabled:
         log.info("Warm Ansible is off (--warm-ansible=false): every run starts cold")
         return None
+    core = ansible_core_version()
+    if ".".join(core.split(".")[:2]) not in defaults.WARM_ANSIBLE_CORE_LINES:
+        log.warning(
+            "Warm Ansible is off: ansible-core %s is not a line it supports (%s); "
+            "every run starts cold",
+            core,
+            ", ".join(defaults.WARM_ANSIBLE_CORE_LINES),
+        )
+        return None
     remove_stale_directories(runner_root)
     servers = WarmServers(directory=runner_root / f"{_DIR_PREFIX}{os.getpid()}")
     try:
@@ -252,6 +262,14 @@ def start_warm_servers(*, enabled: bool, runner_root: Path) -> WarmServers | Non
         return None
     log.info("Warm Ansible servers started: %s", servers.pids())
     return servers
+
+
+def ansible_core_version() -> str:
+    """The installed ansible-core's version, "unknown" without one."""
+    try:
+        return importlib.metadata.version("ansible-core")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def remove_stale_directories(runner_root: Path) -> list[Path]:
