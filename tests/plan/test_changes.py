@@ -263,6 +263,7 @@ def test_exit_codes_like_terraform_detailed_exitcode(
             "requeueAfter",
             "requestErrors",
             "error",
+            "runSeconds",
         ]
     )
     assert report.text(plan).rstrip().endswith("unchanged.") or error

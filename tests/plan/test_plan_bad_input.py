@@ -45,6 +45,27 @@ def _invalid_spec(tmp: Path, namespace: str) -> list[str]:
     return ["-f", str(path)]
 
 
+def _delete_without_finalizer(tmp: Path, namespace: str) -> list[str]:
+    path = tmp / "planned.yaml"
+    path.write_text(
+        f"apiVersion: {GROUP}/{VERSION}\nkind: Planned\nmetadata:\n  name: p\n"
+        f"  namespace: {namespace}\nspec:\n  size: 1\n"
+    )
+    return ["-f", str(path), "--delete"]
+
+
+def _several_documents(tmp: Path, namespace: str) -> list[str]:
+    path = tmp / "two.yaml"
+    path.write_text("a: 1\n---\nb: 2\n")
+    return ["-f", str(path)]
+
+
+def _no_name(tmp: Path, namespace: str) -> list[str]:
+    path = tmp / "noname.yaml"
+    path.write_text(f"apiVersion: {GROUP}/{VERSION}\nkind: Scaler\nmetadata: {{}}\n")
+    return ["-f", str(path)]
+
+
 def _both(tmp: Path, namespace: str) -> list[str]:
     return ["Scaler", "s", "-f", str(tmp / "x.yaml")]
 
@@ -59,6 +80,9 @@ def _both(tmp: Path, namespace: str) -> list[str]:
         (_missing_file, "absent.yaml: cannot read: No such file or directory"),
         (_invalid_spec, "invalid.yaml: the API server rejects it: "),
         (_both, "give either -f FILE or KIND NAME, not both"),
+        (_delete_without_finalizer, "--delete: the watch of Planned has no finalizer"),
+        (_several_documents, "two.yaml: expected one custom resource"),
+        (_no_name, "noname.yaml: metadata.name is missing"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_1(

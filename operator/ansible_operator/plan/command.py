@@ -43,6 +43,7 @@ from ansible_operator.plan.journal import Journal
 from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import RunResult, new_ident
+from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
 
 log = logging.getLogger("ansible_operator.plan")
 
@@ -65,6 +66,12 @@ def add_plan_parser(sub: Any) -> None:
     plan.add_argument("--delete", action="store_true", help="plan the finalizer instead")
     plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan.add_argument("--ansible-args", default=defaults.ANSIBLE_ARGS)
+    plan.add_argument(
+        "--warm-ansible",
+        choices=("true", "false"),
+        default=str(defaults.WARM_ANSIBLE).lower(),
+        help="fork Ansible from warm interpreters, as the operator does (default true)",
+    )
 
 
 def _usage_error(args: argparse.Namespace) -> str:
@@ -88,7 +95,13 @@ def run_plan(args: argparse.Namespace) -> int:
         )
         kube = Kube(load_api_client())
         found = _target(args, watches, kube)
-        plan = make_plan(found, kube=kube, ansible_args=args.ansible_args, deleting=args.delete)
+        plan = make_plan(
+            found,
+            kube=kube,
+            ansible_args=args.ansible_args,
+            deleting=args.delete,
+            warm=args.warm_ansible == "true",
+        )
     except OperatorError as err:
         print(f"ansible-operator plan: {' '.join(str(err).split())}", file=sys.stderr)
         return report.ERROR
@@ -113,7 +126,7 @@ def _target(args: argparse.Namespace, watches: list[Watch], kube: Kube) -> targe
 
 
 def make_plan(
-    found: target.Target, *, kube: Kube, ansible_args: str, deleting: bool
+    found: target.Target, *, kube: Kube, ansible_args: str, deleting: bool, warm: bool
 ) -> report.Plan:
     """Run the plan of `found` (see the module docstring) and read it back."""
     journal = Journal(kube)
@@ -128,9 +141,14 @@ def make_plan(
     proxy.start()
     access = RunAccess(credentials=credentials, proxy_url=proxy.url)
     root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
+    servers = start_warm_servers(enabled=warm, runner_root=root)
     try:
-        result = _run(found, access=access, root=root, journal=journal, args=ansible_args)
+        runner = AnsibleRunner(root=root, warm=servers)
+        result = _run(
+            found, access=access, runner=runner, root=root, journal=journal, args=ansible_args
+        )
     finally:
+        _stop(servers)
         proxy.stop()
         access.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -149,6 +167,7 @@ def make_plan(
         runs=runs,
         analysis=changes.analyze(journal.entries, cr=found.obj),
         error=_error(result),
+        run_seconds=result.duration,
     )
 
 
@@ -160,8 +179,19 @@ def _runs(watch: Watch, *, deleting: bool) -> str:
     return f"playbook {playbook}" if playbook else f"role {role}"
 
 
+def _stop(servers: WarmServers | None) -> None:
+    if servers is not None:
+        servers.stop()
+
+
 def _run(
-    found: target.Target, *, access: RunAccess, root: Path, journal: Journal, args: str
+    found: target.Target,
+    *,
+    access: RunAccess,
+    runner: AnsibleRunner,
+    root: Path,
+    journal: Journal,
+    args: str,
 ) -> RunResult:
     watch = found.watch
     meta = found.obj["metadata"]
@@ -190,7 +220,7 @@ def _run(
             log=logger,
         )
         request = dataclasses.replace(request, on_event=journal.observe)
-        return AnsibleRunner(root=root).run(request)
+        return runner.run(request)
 
 
 def _error(result: RunResult) -> str | None:

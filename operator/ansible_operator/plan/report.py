@@ -29,6 +29,7 @@ class Plan:
     runs: str  # "role <path>" or "playbook <path>"
     analysis: Analysis
     error: str | None = None  # why the run failed (the failing tasks' messages)
+    run_seconds: float = 0.0  # how long the Ansible run took
 
 
 def exit_code(plan: Plan) -> int:
@@ -79,6 +80,7 @@ def document(plan: Plan) -> dict[str, Any]:
         "requeueAfter": found.requeue_after,
         "requestErrors": found.errors,
         "error": plan.error,
+        "runSeconds": round(plan.run_seconds, 3),
     }
 
 
