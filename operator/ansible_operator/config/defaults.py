@@ -100,6 +100,15 @@ LEADER_ELECTION_NAMESPACE = ""
 LEADER_ELECT_LEASE_DURATION = 15.0
 LEADER_ELECT_RENEW_DEADLINE = 10.0
 LEADER_ELECT_RETRY_PERIOD = 2.0
+# --sharding / ANSIBLE_OPERATOR_SHARDING (ours): replicas share the CRs, each
+# holding a member Lease with the timings above (docs/sharding.md). Off: one
+# replica, or leader election, exactly as the Go operator.
+SHARDING = False
+SHARDING_ENV = "ANSIBLE_OPERATOR_SHARDING"
+# Bounded loads: no member owns more than this factor times the mean number
+# of CRs (rounded up). 1.1 keeps 3 members within 10% of even while a joining
+# member moves about a third of the CRs instead of a quarter.
+SHARDING_LOAD_FACTOR = 1.1
 # --graceful-shutdown-timeout: how long running work may take to stop.
 GRACEFUL_SHUTDOWN_TIMEOUT = 30.0
 # --ansible-run-timeout (ours): seconds one Ansible run may take; 0 means no

@@ -68,6 +68,7 @@ class RunOptions:
     leader_elect_lease_duration: float = defaults.LEADER_ELECT_LEASE_DURATION
     leader_elect_renew_deadline: float = defaults.LEADER_ELECT_RENEW_DEADLINE
     leader_elect_retry_period: float = defaults.LEADER_ELECT_RETRY_PERIOD
+    sharding: bool = defaults.SHARDING
     metrics_bind_address: str = defaults.METRICS_BIND_ADDRESS
     health_probe_bind_address: str = defaults.HEALTH_PROBE_BIND_ADDRESS
     graceful_shutdown_timeout: float = defaults.GRACEFUL_SHUTDOWN_TIMEOUT
@@ -109,6 +110,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--leader-elect-lease-duration", type=_duration, default=d.LEADER_ELECT_LEASE_DURATION)
     add("--leader-elect-renew-deadline", type=_duration, default=d.LEADER_ELECT_RENEW_DEADLINE)
     add("--leader-elect-retry-period", type=_duration, default=d.LEADER_ELECT_RETRY_PERIOD)
+    parser.add_argument(
+        "--sharding",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=None,
+        help=f"replicas share the CRs (default: ${defaults.SHARDING_ENV}, else false)",
+    )
     add("--leader-elect-resource-lock", default="leases", help="ignored: always leases")
     add("--metrics-bind-address", default=None, help=f'default "{d.METRICS_BIND_ADDRESS}"')
     add("--metrics-addr", default=None, help="deprecated alias of --metrics-bind-address")
@@ -131,6 +140,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def _namespaces(environ: Mapping[str, str]) -> tuple[str, ...]:
     raw = environ.get("WATCH_NAMESPACE", "")
     return tuple(ns.strip() for ns in raw.split(",") if ns.strip())
+
+
+def _sharding(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    if args.sharding is not None:
+        return bool(args.sharding)
+    raw = environ.get(defaults.SHARDING_ENV, "")
+    if not raw.strip():
+        return defaults.SHARDING
+    try:
+        return _bool(raw)
+    except argparse.ArgumentTypeError:
+        raise ConfigError(
+            f"environment variable {defaults.SHARDING_ENV}: invalid boolean value {raw!r} "
+            "(use true or false)"
+        ) from None
 
 
 def _validate(args: argparse.Namespace, argv: Sequence[str]) -> None:
@@ -194,6 +218,7 @@ def options_from_args(
         leader_elect_lease_duration=args.leader_elect_lease_duration,
         leader_elect_renew_deadline=args.leader_elect_renew_deadline,
         leader_elect_retry_period=args.leader_elect_retry_period,
+        sharding=_sharding(args, env),
         metrics_bind_address=args.metrics_bind_address
         or args.metrics_addr
         or defaults.METRICS_BIND_ADDRESS,

@@ -35,6 +35,7 @@ from ansible_operator.controller.leader import ElectionConfig, LeaderElector, de
 from ansible_operator.controller.queue import Key, WorkQueue
 from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
 from ansible_operator.controller.runaccess import RunAccess
+from ansible_operator.controller.sharding.shard import Shard, ShardOptions, make_shard
 from ansible_operator.controller.watching import PrimaryWatch, controller_name, register
 from ansible_operator.controller.workers import Outcome, WorkerPool
 from ansible_operator.errors import ConfigError
@@ -158,6 +159,7 @@ class Manager:
         access: RunAccess,
         *,
         warm: WarmServers | None,
+        shard: Shard | None = None,
     ) -> dict[str, Reconciler]:
         runner = AnsibleRunner(root=Path(self.options.runner_dir), warm=warm)
         # Before the first run (and after leadership): any scratch directory
@@ -190,12 +192,16 @@ class Manager:
                 hooks=self.hooks,
                 access=access,
                 cancel=self.cancel_runs,
+                gate=shard.gate if shard is not None else None,
             )
         return reconcilers
 
     def _elect(self, kube: Kube) -> LeaderElector | None:
         opts = self.options
         if not opts.leader_elect:
+            return None
+        if opts.sharding:
+            log.info("--sharding is set: the member Leases replace leader election")
             return None
         if not opts.leader_election_id:
             raise ConfigError("LeaderElectionID must be configured")
@@ -208,6 +214,29 @@ class Manager:
             retry_period=opts.leader_elect_retry_period,
         )
         return LeaderElector(kube, config, on_lost=self._lost_leadership)
+
+    def _shard(self, kube: Kube, queue: WorkQueue) -> Shard | None:
+        opts = self.options
+        if not opts.sharding:
+            return None
+        settings = ShardOptions(
+            namespace=_election_namespace(opts),
+            group=opts.leader_election_id,
+            lease_duration=opts.leader_elect_lease_duration,
+            renew_deadline=opts.leader_elect_renew_deadline,
+            retry_period=opts.leader_elect_retry_period,
+            load_factor=defaults.SHARDING_LOAD_FACTOR,
+        )
+        return make_shard(
+            kube, settings, queue=queue, registry=self.metrics.registry, on_lost=self._lost_shard
+        )
+
+    def _lost_shard(self) -> None:
+        # Stop starting runs (the gate already refuses) and kill running ones
+        # now, before the others judge this member dead and take its CRs.
+        self.cancel_runs.set()
+        self.exit_code = 1
+        self.stop_flag.set()
 
     def _lost_leadership(self) -> None:
         self.metrics.leader_status(name=self.options.leader_election_id, leading=False)
@@ -289,6 +318,10 @@ class Manager:
             namespaces=tuple(self.options.namespaces),
             primaries={controller_name(w): w for w in watches},
         )
+        shard = self._shard(kube, queue)
+        # Before the first event: our Lease exists and the members are known.
+        if shard is not None and not shard.start(self.stop_flag):
+            return
         credentials = RunCredentials()
         proxy = ApiProxy(
             upstream=kube.api_client.configuration,
@@ -309,7 +342,9 @@ class Manager:
         warm = start_warm_servers(
             enabled=self.options.warm_ansible, runner_root=Path(self.options.runner_dir)
         )
-        reconcilers = self._reconcilers(watches, kube, events, queue, access, warm=warm)
+        reconcilers = self._reconcilers(
+            watches, kube, events, queue, access, warm=warm, shard=shard
+        )
 
         def handle(key: Key) -> Outcome:
             return reconcilers[key.queue].reconcile(key)
@@ -317,7 +352,8 @@ class Manager:
         pool = WorkerPool(queue, handle, workers=self.options.max_concurrent_reconciles_total)
         registry = kopf.OperatorRegistry()
         for watch in watches:
-            register(registry, PrimaryWatch(watch, queue, on_object=self._object_hook(watch)))
+            hook = self._object_hook(watch, shard)
+            register(registry, PrimaryWatch(watch, queue, on_object=hook))
         _register_kopf_basics(registry)
         try:
             asyncio.run(self._kopf(registry))
@@ -331,15 +367,24 @@ class Manager:
             )
             if not finished:
                 log.warning("some Ansible runs did not stop in time")
+            if shard is not None:
+                # After the last run: release our Lease so the others take over at once.
+                shard.stop()
             dependents.stop()
             proxy.stop()
             access.close()
             if warm is not None:
                 warm.stop()
 
-    def _object_hook(self, watch: Watch) -> Callable[[str, Mapping[str, Any]], None]:
+    def _object_hook(
+        self, watch: Watch, shard: Shard | None
+    ) -> Callable[[str, Mapping[str, Any]], None]:
+        name = controller_name(watch)
+
         def seen(event_type: str, body: Mapping[str, Any]) -> None:
             self.hooks.object_seen(watch, event_type, body)
+            if shard is not None:
+                shard.observe(name, event_type, body)
 
         return seen
 

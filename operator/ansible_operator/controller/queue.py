@@ -151,6 +151,15 @@ class WorkQueue:
         self._active: Counter[str] = Counter()
         self._dirty: dict[Key, Priority] = {}
         self._failures: dict[Key, int] = {}
+        self._admit: Callable[[Key], bool] | None = None
+
+    def set_admit(self, admit: Callable[[Key], bool] | None) -> None:
+        """Let `add()` drop keys `admit` refuses (sharded mode: other replicas' CRs).
+
+        Only `add()` asks: delayed adds and retries come from reconciles this
+        replica ran, and the reconcile gate decides on those.
+        """
+        self._admit = admit
 
     def set_limit(self, queue: str, limit: int) -> None:
         """At most `limit` (at least 1) of `queue`'s keys in flight; unset = no per-kind cap."""
@@ -160,7 +169,10 @@ class WorkQueue:
             self._cond.notify_all()
 
     def add(self, key: Key, *, priority: Priority = Priority.CHANGE) -> None:
-        """Make `key` ready now. Never blocks; ignored after shutdown()."""
+        """Make `key` ready now. Never blocks; ignored after shutdown() or if not admitted."""
+        admit = self._admit
+        if admit is not None and not admit(key):
+            return
         with self._cond:
             if self._shutting_down:
                 return
@@ -280,6 +292,11 @@ class WorkQueue:
         """Keys handed out and not yet done, for one kind or all."""
         with self._cond:
             return len(self._started) if queue is None else self._active[queue]
+
+    def is_pending(self, key: Key) -> bool:
+        """True if `key` is waiting or in flight (not merely delayed)."""
+        with self._cond:
+            return key in self._waiting or key in self._started
 
     def is_queued(self, key: Key) -> bool:
         """True if `key` is ready and waiting (not delayed, not in flight)."""

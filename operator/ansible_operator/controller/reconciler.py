@@ -4,7 +4,9 @@ Called by a `WorkerPool` worker thread (controller.workers) with a queue Key;
 returns an `Outcome` that tells the queue when to come back. The steps follow
 the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
 
-1. live GET of the CR; gone → clean up its run directory, forget it;
+1. live GET of the CR; gone → clean up its run directory, forget it; in
+   sharded mode the gate then decides whether this replica runs it
+   (controller.sharding.shard);
 2. the reconcile-period annotation (a bad value → Failure status and a
    Warning Event, then no retry until the CR changes: errors.Permanent);
 3. finalizer: skip a deleting CR we hold no finalizer on; add ours before the
@@ -60,6 +62,11 @@ from ansible_operator.runner.extravars import build_extravars
 
 log = logging.getLogger("ansible_operator.reconciler")
 
+#: Sharded mode's gate (controller.sharding.shard.Shard.gate): given the fresh
+#: CR, the object to run (claimed if need be) or the Outcome that ends the
+#: reconcile without a run.
+Gate = Callable[[Key, ResourceInfo, dict[str, Any]], "dict[str, Any] | Outcome"]
+
 #: After a CR was deleted while its run was in progress, come back this soon
 #: so the finalizer runs (the reference's fix for SDK #4909 uses 5 s).
 DELETED_DURING_RUN_REQUEUE = 1.0
@@ -71,6 +78,7 @@ class RunFailed(RetryLater):
 
 __all__ = [
     "EventSink",
+    "Gate",
     "ReconcileHooks",
     "ReconcileSettings",
     "Reconciler",
@@ -115,8 +123,10 @@ class Reconciler:
         access: RunAccess,
         cancel: threading.Event,
         now: Callable[[], datetime.datetime] = _now,
+        gate: Gate | None = None,
     ) -> None:
         self.watch = watch
+        self.gate = gate
         self.kube = kube
         self.runner = runner
         self.settings = settings
@@ -155,6 +165,11 @@ class Reconciler:
         if obj is None:
             self._forget(key)
             return Outcome(forget=True)
+        if self.gate is not None:
+            gated = self.gate(key, res, obj)
+            if isinstance(gated, Outcome):
+                return gated
+            obj = gated
         ident = str(uuid.uuid4().int % 10**18)
         logger = object_logger(
             log, namespace=key.namespace, name=key.name, gvk=str(self.watch.gvk), job=ident

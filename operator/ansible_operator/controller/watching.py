@@ -51,6 +51,16 @@ def _digest(value: Any) -> str:
     ).hexdigest()
 
 
+#: Annotations the operator itself writes in sharded mode (controller.sharding.claims):
+#: never a change of the CR for `watchAnnotationsChanges`.
+OPERATOR_ANNOTATION_PREFIX = "sharding.ansible.sdk.operatorframework.io/"
+
+
+def _user_annotations(meta: Mapping[str, Any]) -> dict[str, Any]:
+    annotations = meta.get("annotations") or {}
+    return {k: v for k, v in annotations.items() if not k.startswith(OPERATOR_ANNOTATION_PREFIX)}
+
+
 class PrimaryWatch:
     """Predicates and enqueueing for one watches.yaml entry."""
 
@@ -82,7 +92,7 @@ class PrimaryWatch:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         generation = meta.get("generation")
-        state = (generation, _digest(meta.get("annotations") or {}))
+        state = (generation, _digest(_user_annotations(meta)))
         with self._lock:
             previous = self._seen.get(key)
             if event_type == "DELETED":

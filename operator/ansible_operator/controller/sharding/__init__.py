@@ -1,0 +1,14 @@
+"""Sharded mode (`--sharding`): replicas share the custom resources.
+
+Inside the controller layer because it is wired by controller.manager into
+the work queue (admit), the primary watch (observe) and the reconciler (the
+gate before each run), and builds on controller.queue's keys and
+controller.leader's Lease semantics. Modules:
+
+* membership: this replica's Lease and its view of the other members';
+* assignment: rendezvous hashing with bounded loads over the live members;
+* claims: the per-CR claim annotation, written only conditionally;
+* shard: the coordinator (directory of CRs, gate, membership thread).
+
+docs/sharding.md describes the protocol, its guarantees and its limits.
+"""

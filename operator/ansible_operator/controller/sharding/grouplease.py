@@ -1,0 +1,95 @@
+"""The group Lease: sharded replicas keep the leader-election Lease of their id held.
+
+Called by controller.sharding.shard at start-up and in every membership
+round. The Lease named by `--leader-election-id` is the one an unsharded
+replica with `--leader-elect` (same id) competes for. Sharded members hold it
+together under the holder identity `sharding/<group>`: each member's round
+renews it (a conflict means another member just did, which is as good). So:
+
+* an unsharded replica started next to sharded ones never sees the record
+  stand still for a lease duration, and stands by, as any leader-election
+  standby does, until the last sharded replica is gone;
+* a sharded replica started while an unsharded leader holds the Lease waits
+  (it leaves the group again) until the leader's record has stood still for a
+  lease duration or was released, then takes it with a conditional update;
+* if an unsharded replica ever does take it (every member failed to renew it
+  for a whole lease duration), the members see a foreign holder in their next
+  round and stop.
+
+Only get, create and update on Leases are needed: the verbs leader election
+already has.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Any
+
+from ansible_operator.controller.leader import LEASES
+from ansible_operator.kube.client import Conflict, Kube, NotFound
+
+HOLDER_PREFIX = "sharding/"
+
+
+def _now_micro() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class GroupLease:
+    """Hold the `--leader-election-id` Lease for the whole shard group."""
+
+    def __init__(self, kube: Kube, *, namespace: str, group: str, lease_duration: float) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.name = group
+        self.holder = HOLDER_PREFIX + group
+        self.lease_duration = lease_duration
+        self._observed: tuple[str, str] | None = None
+        self._observed_at = 0.0
+
+    def _spec(self, old: dict[str, Any]) -> dict[str, Any]:
+        now = _now_micro()
+        ours = old.get("holderIdentity") == self.holder
+        return {
+            "holderIdentity": self.holder,
+            "leaseDurationSeconds": max(1, round(self.lease_duration)),
+            "acquireTime": old.get("acquireTime") if ours else now,
+            "renewTime": now,
+            "leaseTransitions": int(old.get("leaseTransitions") or 0) + (0 if ours else 1),
+        }
+
+    def hold(self) -> str:
+        """Renew or take the Lease; "" if the group holds it, else the foreign live holder."""
+        for _ in range(3):  # conflicts: another member renewed between our read and write
+            try:
+                lease = self.kube.get(LEASES, namespace=self.namespace, name=self.name)
+            except NotFound:
+                body = {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec({}),
+                }
+                try:
+                    self.kube.create(LEASES, namespace=self.namespace, body=body)
+                except Conflict:
+                    continue
+                return ""
+            spec = lease.get("spec") or {}
+            holder = str(spec.get("holderIdentity") or "")
+            record = (holder, str(spec.get("renewTime") or ""))
+            now = time.monotonic()
+            if record != self._observed:
+                self._observed, self._observed_at = record, now
+            duration = float(spec.get("leaseDurationSeconds") or 0)
+            if holder and holder != self.holder and now < self._observed_at + duration:
+                return holder
+            lease["spec"] = self._spec(spec)
+            path = LEASES.path(namespace=self.namespace, name=self.name)
+            try:
+                self.kube.request("PUT", path, body=lease)
+            except Conflict:
+                continue
+            return ""
+        return ""  # three conflicts in a row: other members are renewing it

@@ -1,0 +1,426 @@
+"""The shard coordinator: which CRs this replica runs, and the gate before every run.
+
+Where it sits in the flow (only with `--sharding`; controller.manager builds
+one `Shard` and wires it in)::
+
+    kopf events --observe()--> Shard directory (every CR: creation time, claim)
+    kopf / dependent events --WorkQueue.add()--> admit(): only this shard's keys
+    WorkerPool --reconciler--> gate(): claim, release or run  (controller.reconciler)
+    membership thread, every retry period: renew own Lease, list members,
+        recompute the assignment, enqueue the keys that must move
+
+Every replica sees every event and keeps the same directory, so all compute
+the same owner for each CR (controller.sharding.assignment). The owner is a
+wish; the claim annotation (controller.sharding.claims) is the right to run.
+The gate runs in the worker that holds the key, after the reconciler's fresh
+GET of the CR, so no run of that CR is in flight in this replica meanwhile:
+
+* owner is me, claim is mine: run;
+* owner is me, claim is free or its holder is dead: claim it (conditional
+  write), then run;
+* owner is me, the claim is a live member's: wait; that member releases it
+  when its worker next holds the key (enqueued by its own tick);
+* owner is another member, the claim is mine: release it (conditional
+  write), do not run;
+* otherwise: not mine, do not run.
+
+docs/sharding.md has the argument that no two replicas ever run one CR at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.sharding import claims
+from ansible_operator.controller.sharding.assignment import Assignment, assign, placed
+from ansible_operator.controller.sharding.grouplease import GroupLease
+from ansible_operator.controller.sharding.membership import (
+    Membership,
+    MembershipConfig,
+    member_identity,
+)
+from ansible_operator.controller.workers import Outcome
+from ansible_operator.errors import ConfigError, OperatorError, RetryLater
+from ansible_operator.kube.client import ApiError, Conflict, Kube, ResourceInfo
+
+log = logging.getLogger("ansible_operator.sharding")
+
+
+class ShardMetrics:
+    """Per-replica sharding metrics (runs are counted by the existing run metrics)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.members = Gauge(
+            "ansible_operator_shard_members", "Live members of the shard group", registry=registry
+        )
+        self.owned = Gauge(
+            "ansible_operator_shard_owned_resources",
+            "Custom resources the assignment gives this replica",
+            registry=registry,
+        )
+        self.claimed = Gauge(
+            "ansible_operator_shard_claimed_resources",
+            "Custom resources whose claim this replica holds",
+            registry=registry,
+        )
+        self.handovers = Counter(
+            "ansible_operator_shard_handovers",
+            "Claims this replica took (claimed: free; taken_over: from a dead member) "
+            "or released to another member",
+            ["direction"],
+            registry=registry,
+        )
+
+
+@dataclass(slots=True)
+class _Entry:
+    created: str
+    claim: str
+    version: int = 0  # resourceVersion the claim was read at (0: unknown)
+
+
+def _version(meta: Mapping[str, Any]) -> int:
+    text = str(meta.get("resourceVersion") or "")
+    return int(text) if text.isdigit() else 0
+
+
+class Shard:
+    """One replica's part of the shard group; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        membership: Membership,
+        queue: WorkQueue,
+        metrics: ShardMetrics,
+        load_factor: float,
+        on_lost: Callable[[], None],
+    ) -> None:
+        self.membership = membership
+        self.me = membership.identity
+        self.queue = queue
+        self.metrics = metrics
+        self.load_factor = load_factor
+        self.on_lost = on_lost
+        self._lock = threading.Lock()
+        self._directory: dict[Key, _Entry] = {}
+        self._members: frozenset[str] = frozenset()
+        self._table = Assignment((), load_factor=load_factor)
+        self._dirty = False
+        self._computed_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        cfg = membership.config
+        self.group_lease = GroupLease(
+            membership.kube,
+            namespace=cfg.namespace,
+            group=cfg.group,
+            lease_duration=cfg.lease_duration,
+        )
+
+    # -- life cycle ----------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> bool:
+        """Join the group, see the members once, then keep renewing; False if stopped first.
+
+        Never while an unsharded leader of the same id holds its Lease
+        (controller.sharding.grouplease): join, take the group Lease, and if
+        a live unsharded leader holds it, leave and wait.
+        Raises ConfigError if a Lease cannot be written (RBAC, namespace).
+        """
+        cfg = self.membership.config
+        waiting = False
+        while not stop.is_set():
+            try:
+                self.membership.join()
+                leader = self.group_lease.hold()
+            except (ApiError, OperatorError) as err:
+                raise ConfigError(
+                    f"--sharding: cannot write Leases in namespace {cfg.namespace}: {err}"
+                ) from None
+            if not leader:
+                break
+            if not waiting:
+                log.warning(
+                    "an unsharded replica (%s) leads with Lease %s/%s: waiting for it to stop",
+                    leader,
+                    cfg.namespace,
+                    cfg.group,
+                )
+                waiting = True
+            self.membership.leave()
+            stop.wait(cfg.retry_period)
+        if stop.is_set():
+            return False
+        self._round(renew=False)
+        self._thread = threading.Thread(target=self._loop, name="shard-membership", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        """Stop renewing and release our Lease; call after the last run has ended."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        self.membership.leave()
+
+    def members(self) -> frozenset[str]:
+        with self._lock:
+            return self._members
+
+    def _loop(self) -> None:
+        cfg = self.membership.config
+        while not self._stop.wait(cfg.retry_period):
+            self._round(renew=True)
+            if self._stop.is_set():
+                return
+            if not self.membership.valid():
+                log.error(
+                    "shard member lease lost: could not renew within %ss; stopping",
+                    cfg.renew_deadline,
+                )
+                self.on_lost()
+                return
+
+    def _round(self, *, renew: bool) -> None:
+        if renew:
+            self.membership.renew()
+            try:
+                foreign = self.group_lease.hold()
+            except (ApiError, OperatorError) as err:
+                log.warning("renewing the group lease failed: %s", err)
+                foreign = ""
+            if foreign:
+                log.error("an unsharded replica (%s) took the group lease; stopping", foreign)
+                self._stop.set()
+                self.on_lost()
+                return
+        try:
+            live = self.membership.refresh()
+        except (ApiError, OperatorError) as err:
+            log.warning("listing the shard members failed: %s", err)
+            return
+        self._set_members(frozenset(live))
+        self.tick()
+
+    def _set_members(self, live: frozenset[str]) -> None:
+        with self._lock:
+            before = self._members
+            if live == before:
+                return
+            self._members = live
+            self._dirty = True
+            self._recompute()
+        log.info(
+            "shard members changed: %d live (joined: %s; left: %s)",
+            len(live),
+            ", ".join(sorted(live - before)) or "-",
+            ", ".join(sorted(before - live)) or "-",
+            extra={"members": sorted(live)},
+        )
+        self.metrics.members.set(len(live))
+
+    # -- the directory and the assignment (lock held) ------------------------------
+
+    def _recompute(self) -> None:
+        items = [placed(key, entry.created) for key, entry in self._directory.items()]
+        self._table = assign(sorted(self._members), items, load_factor=self.load_factor)
+        self._dirty = False
+        self._computed_at = time.monotonic()
+
+    def _owner(self, key: Key) -> str | None:
+        # A stale table is safe (the gate decides on the claim); recomputing at
+        # most once per retry period keeps bursts of deletions cheap.
+        if self._dirty and (
+            key not in self._table.owner
+            or time.monotonic() - self._computed_at >= self.membership.config.retry_period
+        ):
+            self._recompute()
+        return self._table.owner.get(key)
+
+    # -- called by the watch, the queue and the reconciler ---------------------------
+
+    def observe(self, queue: str, event_type: str, body: Mapping[str, Any]) -> None:
+        """Record a primary-watch event (every CR, every replica)."""
+        meta = body.get("metadata") or {}
+        key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
+        claim = claims.holder(body)
+        with self._lock:
+            if event_type == "DELETED":
+                if self._directory.pop(key, None) is not None:
+                    self._dirty = True
+                return
+            entry = self._directory.get(key)
+            version = _version(meta)
+            if entry is None:
+                created = str(meta.get("creationTimestamp") or "")
+                self._directory[key] = _Entry(created=created, claim=claim, version=version)
+                item = placed(key, created)
+                if not self._dirty and self._table.can_append(item):
+                    self._table.append(item)
+                else:
+                    self._dirty = True
+                return
+            if version and version < entry.version:
+                return  # older than what the gate read or wrote: keep the newer claim
+            released = bool(entry.claim) and not claim
+            entry.claim, entry.version = claim, version
+            mine = released and self._owner(key) == self.me
+        if mine:
+            self.queue.add(key, priority=Priority.CHANGE)
+
+    def admit(self, key: Key) -> bool:
+        """Should this replica queue `key` at all? (Its owner or its claim holder.)"""
+        with self._lock:
+            entry = self._directory.get(key)
+            if entry is None:
+                return False
+            return entry.claim == self.me or self._owner(key) == self.me
+
+    def tick(self) -> None:
+        """Queue every key that must change hands here: to claim, to take over, to release."""
+        with self._lock:
+            if self._dirty:
+                self._recompute()
+            members = self._members
+            rows = [(k, e.claim, self._table.owner.get(k)) for k, e in self._directory.items()]
+        owned = claimed = 0
+        for key, claim, owner in rows:
+            owned += owner == self.me
+            claimed += claim == self.me
+            to_take = owner == self.me and claim != self.me and claim not in members
+            to_release = owner != self.me and claim == self.me
+            # A key a worker holds is being settled by the gate; adding it would
+            # only run it once more.
+            if (to_take or to_release) and not self.queue.is_pending(key):
+                self.queue.add(key, priority=Priority.CHANGE)
+        self.metrics.owned.set(owned)
+        self.metrics.claimed.set(claimed)
+
+    def gate(self, key: Key, res: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any] | Outcome:
+        """Decide, on a fresh read of the CR, whether this replica runs it now.
+
+        Returns the object to run (after claiming it if need be), or the
+        Outcome that ends this reconcile without a run.
+        """
+        retry = self.membership.config.retry_period
+        if not self.membership.valid():
+            return Outcome(error=RetryLater("this shard member's Lease is stale", delay=retry))
+        holder = claims.holder(obj)
+        self._note(key, obj)
+        with self._lock:
+            entry = self._directory.get(key)
+            owner = self._owner(key) if entry is not None else None
+        if owner == self.me:
+            return self._take(key, res, obj, holder)
+        if holder == self.me:
+            return self._release(key, res, obj, owner)
+        return Outcome(forget=True)
+
+    def _take(
+        self, key: Key, res: ResourceInfo, obj: dict[str, Any], holder: str
+    ) -> dict[str, Any] | Outcome:
+        if holder == self.me:
+            return obj
+        if holder and self.membership.is_live(holder):
+            # Its holder releases it once idle; the release event queues it here.
+            log.debug("%s waits for %s to release it", key, holder)
+            return Outcome(requeue_after=self.membership.config.lease_duration)
+        try:
+            claimed = claims.claim(self.membership.kube, res, obj, member=self.me)
+        except Conflict:
+            return Outcome(error=RetryLater(f"claiming {key} raced a write", delay=0.2))
+        self._note(key, claimed)
+        direction = "taken_over" if holder else "claimed"
+        self.metrics.handovers.labels(direction=direction).inc()
+        if holder:
+            log.info("took over %s from dead shard member %s", key, holder)
+        return claimed
+
+    def _release(
+        self, key: Key, res: ResourceInfo, obj: dict[str, Any], owner: str | None
+    ) -> Outcome:
+        try:
+            released = claims.release(self.membership.kube, res, obj)
+        except Conflict:
+            return Outcome(error=RetryLater(f"releasing {key} raced a write", delay=0.2))
+        self._note(key, released)
+        self.metrics.handovers.labels(direction="released").inc()
+        log.info("released %s to shard member %s", key, owner or "-")
+        return Outcome(forget=True)
+
+    def _note(self, key: Key, obj: Mapping[str, Any]) -> None:
+        """Remember the claim of a fresh read or our own write of the CR."""
+        version = _version(obj.get("metadata") or {})
+        with self._lock:
+            entry = self._directory.get(key)
+            if entry is not None and version >= entry.version:
+                entry.claim, entry.version = claims.holder(obj), version
+
+
+@dataclass(frozen=True)
+class ShardOptions:
+    """What `--sharding` needs from the run flags (controller.manager fills it)."""
+
+    namespace: str
+    group: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    load_factor: float
+
+
+def check_options(options: ShardOptions) -> None:
+    """Raise ConfigError naming the flag when the sharding settings cannot work."""
+    if not options.group:
+        raise ConfigError("--sharding needs --leader-election-id: it names the shard group")
+    if len(options.group) > 63 or not re.fullmatch(
+        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", options.group
+    ):
+        raise ConfigError(
+            f"--leader-election-id {options.group!r}: with --sharding it must be a valid "
+            "label value (at most 63 letters, digits, '-', '_' or '.')"
+        )
+    if not 0 < options.retry_period < options.renew_deadline < options.lease_duration:
+        raise ConfigError(
+            "--sharding needs --leader-elect-retry-period < --leader-elect-renew-deadline "
+            "< --leader-elect-lease-duration"
+        )
+
+
+def make_shard(
+    kube: Kube,
+    options: ShardOptions,
+    *,
+    queue: WorkQueue,
+    registry: CollectorRegistry,
+    on_lost: Callable[[], None],
+) -> Shard:
+    """A Shard for this replica, not yet started; the queue admits only its keys."""
+    check_options(options)
+    config = MembershipConfig(
+        namespace=options.namespace,
+        group=options.group,
+        identity=member_identity(),
+        lease_duration=options.lease_duration,
+        renew_deadline=options.renew_deadline,
+        retry_period=options.retry_period,
+    )
+    shard = Shard(
+        membership=Membership(kube, config),
+        queue=queue,
+        metrics=ShardMetrics(registry),
+        load_factor=options.load_factor,
+        on_lost=on_lost,
+    )
+    queue.set_admit(shard.admit)
+    return shard
