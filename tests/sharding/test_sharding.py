@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from testbed.probes import wait_until
@@ -30,6 +31,8 @@ from tests.sharding.fleet import (
     runs,
     shardees,
 )
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 COUNT = int(os.environ.get("SHARDING_TEST_CRS", "150"))
 NAMES = [f"cr-{index:03d}" for index in range(COUNT)]
