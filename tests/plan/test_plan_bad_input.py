@@ -9,6 +9,8 @@ import pytest
 
 from tests.plan.conftest import GROUP, VERSION, PlanCli
 
+pytestmark = pytest.mark.cluster
+
 
 def _not_yaml(tmp: Path, namespace: str) -> list[str]:
     path = tmp / "broken.yaml"

@@ -14,10 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client
 
 from tests.plan.conftest import GROUP, VERSION, PlanCli
+
+pytestmark = pytest.mark.cluster
 
 EXISTING = ("plan-patched", "plan-replaced", "plan-applied", "plan-deleted")
 

@@ -15,6 +15,8 @@ from kubernetes import client
 from tests.e2e.harness import OperatorProcess, wait_until
 from tests.plan.conftest import GROUP, PROJECT, VERSION, PlanCli
 
+pytestmark = pytest.mark.cluster
+
 
 def _cr(namespace: str, size: int) -> dict[str, Any]:
     return {

@@ -19,6 +19,8 @@ from kubernetes import client, config
 from ansible_operator.kube.client import Kube
 from ansible_operator.proxy import ApiProxy, DryRunWrite, Owner, RunCredentials, write_kubeconfig
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture
 def recorded() -> list[DryRunWrite]:
