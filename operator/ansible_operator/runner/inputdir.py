@@ -325,8 +325,15 @@ def scratch_dir(data_dir: Path, ident: str, *, root: Path) -> Path:
     return _short_alias(path, ident)
 
 
-# A run's short name for its scratch directory: <operator's temp dir>/ao-run-<ident>-*/t.
+# A run's short name for its scratch directory: <base>/ao-run-<ident>-*/t, in the
+# operator's temp dir, or in /tmp when that is too long for a socket path under it.
 _ALIAS_PREFIX = "ao-run-"
+_ALIAS_BASE_MAX = 32  # + 38 for the alias + 32 for ansible's pymp-*/listener-*: < 108
+
+
+def _alias_bases() -> list[Path]:
+    bases = [Path(tempfile.gettempdir()), Path("/tmp")]  # noqa: S108 - a short fallback
+    return list(dict.fromkeys(bases))
 
 
 def _short_alias(path: Path, ident: str) -> Path:
@@ -335,7 +342,9 @@ def _short_alias(path: Path, ident: str) -> Path:
     path has at most 107 bytes: under the per-resource directory that fails the run
     ("Local RPC server did not start"). A private directory in the operator's own
     temp dir holds a symlink to `path`; `finish_run` removes it."""
-    holder = Path(tempfile.mkdtemp(prefix=f"{_ALIAS_PREFIX}{ident}-"))
+    fits = [b for b in _alias_bases() if len(str(b)) <= _ALIAS_BASE_MAX and os.access(b, os.W_OK)]
+    base = (fits or _alias_bases())[0]
+    holder = Path(tempfile.mkdtemp(prefix=f"{_ALIAS_PREFIX}{ident}-", dir=base))
     alias = holder / "t"
     alias.symlink_to(path, target_is_directory=True)
     return alias
@@ -362,8 +371,9 @@ def finish_run(
     if completed:
         _keep_discovery_caches(scratch, root)
     shutil.rmtree(scratch, ignore_errors=True)
-    for holder in Path(tempfile.gettempdir()).glob(f"{_ALIAS_PREFIX}{ident}-*"):
-        shutil.rmtree(holder, ignore_errors=True)  # the symlink, not what it points to
+    for base in _alias_bases():
+        for holder in base.glob(f"{_ALIAS_PREFIX}{ident}-*"):
+            shutil.rmtree(holder, ignore_errors=True)  # the symlink, not what it points to
     artifacts = data_dir / "artifacts"
     rotate_artifacts(artifacts, keep=max_artifacts, current=ident)
     if (artifacts / ident).is_dir():
@@ -429,7 +439,7 @@ def sweep_scratch_dirs(root: Path) -> int:
 def _sweep_aliases(root: Path) -> None:
     """Remove our `_short_alias` holders whose run is gone: a symlink into `root` whose
     target no longer exists (other operators' holders point elsewhere)."""
-    for holder in Path(tempfile.gettempdir()).glob(f"{_ALIAS_PREFIX}*"):
+    for holder in (h for base in _alias_bases() for h in base.glob(f"{_ALIAS_PREFIX}*")):
         link = holder / "t"
         with contextlib.suppress(OSError):
             if holder.lstat().st_uid != os.getuid() or link.exists():
