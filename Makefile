@@ -11,9 +11,9 @@ SHELL := /bin/bash
 # The Ansible line (README "Which Ansible"): the default line lives in .venv, pinned by
 # requirements/constraints.txt and requirements/collections.txt; another line, chosen with
 # `make venv ANSIBLE_LINE=<line>`, lives in .venv-ansible-<line>, pinned by
-# requirements/ansible-<line>/. `make test` runs a subset on OTHER_ANSIBLE_LINE too.
+# requirements/ansible-<line>/. `make test` runs a subset on each of OTHER_ANSIBLE_LINES.
 DEFAULT_ANSIBLE_LINE := 2.19
-OTHER_ANSIBLE_LINE := 2.18
+OTHER_ANSIBLE_LINES := 2.18 newest
 ANSIBLE_LINE ?= $(DEFAULT_ANSIBLE_LINE)
 ifeq ($(ANSIBLE_LINE),$(DEFAULT_ANSIBLE_LINE))
 VENV := .venv
@@ -34,9 +34,10 @@ export TESTBED_CACHE ?= $(CACHE_HOME)/ansible-operator-testbed
 export COLLECTIONS_CACHE ?= $(CACHE_HOME)/ansible-operator-collections
 PYTEST_ARGS ?=
 COLD_TESTS ?= tests/e2e/test_reconcile.py
-# What `make test` runs on the other Ansible line: the reconcile end-to-end tests, the warm
-# runner tests and what differs between the lines.
-LINE_TESTS ?= tests/e2e/test_reconcile.py tests/runner/test_warm_runs.py tests/lines
+# What `make test` runs on another Ansible line: the reconcile end-to-end tests, what
+# differs between the lines and, where warm Ansible runs (not on 2.18), the warm runner tests.
+LINE_TESTS_2.18 := tests/e2e/test_reconcile.py tests/lines
+LINE_TESTS ?= $(or $(LINE_TESTS_$(ANSIBLE_LINE)),tests/e2e/test_reconcile.py tests/runner/test_warm_runs.py tests/lines)
 
 VENV_STAMP := $(VENV)/.installed
 COLLECTIONS_STAMP := $(VENV)/.collections
@@ -95,8 +96,8 @@ test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-e
 	@# The reconcile end-to-end tests once more on the cold path (--warm-ansible=false).
 	PATH="$(BIN):$$PATH" E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS)
 	$(MAKE) --no-print-directory dist
-	@# A representative subset on the other Ansible line, in its own venv.
-	$(MAKE) --no-print-directory test-line ANSIBLE_LINE=$(OTHER_ANSIBLE_LINE)
+	@# A representative subset on each other Ansible line, in its own venv.
+	for line in $(OTHER_ANSIBLE_LINES); do $(MAKE) --no-print-directory test-line ANSIBLE_LINE=$$line; done
 
 .PHONY: unit
 unit: venv ## the fast loop: every test that needs no cluster (about 2 minutes), no lint

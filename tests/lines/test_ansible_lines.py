@@ -35,11 +35,16 @@ NOT_BOOLEAN_218 = "Conditional results must be True or False"
 
 
 def run_playbook(
-    tmp_path: Path, tasks: str, *, extra_env: dict[str, str] | None = None
+    tmp_path: Path,
+    tasks: str,
+    *,
+    extra_env: dict[str, str] | None = None,
+    extra_vars: dict[str, object] | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    play_vars = {"replicas": "2", "previous": "0", **(extra_vars or {})}
     (tmp_path / "playbook.yml").write_text(
         "- hosts: localhost\n  gather_facts: false\n"
-        '  vars:\n    replicas: "2"\n    previous: "0"\n'
+        f"  vars: {json.dumps(play_vars)}\n"
         f"  tasks:\n{tasks}"
     )
     (tmp_path / "hosts").write_text(
@@ -116,6 +121,57 @@ def test_a_templated_configmap_value(
     assert proc.returncode == 0, output
     created = client.CoreV1Api(api_client).read_namespaced_config_map("counter", namespace)
     assert created.data == {"count": "01" if "}}1" in case.count else "1"}
+
+
+REPLICAS_CASES = {
+    # A string on 2.18 (a template with a filter), a number from 2.19 on.
+    "size | int": ("{{ size | int }}", True),
+    # docs/porting.md's form for both lines: the variable alone keeps its type.
+    "size": ("{{ size }}", False),
+}
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(("replicas", "fails_on_218"), REPLICAS_CASES.values(), ids=REPLICAS_CASES)
+def test_a_templated_deployment_replicas(
+    tmp_path: Path,
+    kubeconfig_path: Path,
+    namespace: str,
+    api_client: object,
+    replicas: str,
+    fails_on_218: bool,
+) -> None:
+    from kubernetes import client  # noqa: PLC0415 - only cluster tests pay for it
+
+    labels = {"app": "lines"}
+    definition = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "lines", "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            },
+        },
+    }
+    tasks = (
+        "    - name: Deploy\n      kubernetes.core.k8s:\n"
+        f"        kubeconfig: {kubeconfig_path}\n"
+        f"        definition: {json.dumps(definition)}\n"
+    )
+    proc = run_playbook(tmp_path, tasks, extra_vars={"size": 2})
+    output = proc.stdout + proc.stderr
+
+    if fails_on_218 and not TAGGED:
+        assert proc.returncode != 0, output
+        assert "cannot unmarshal string into Go struct field" in output, output
+        return
+    assert proc.returncode == 0, output
+    created = client.AppsV1Api(api_client).read_namespaced_deployment("lines", namespace)
+    assert created.spec.replicas == 2
 
 
 @dataclass(frozen=True)
