@@ -432,17 +432,16 @@ def sweep_scratch_dirs(root: Path) -> int:
             elif name not in _NOT_WALKED:
                 keep.append(name)
         dirs[:] = keep
-    _sweep_aliases(root)
+    _sweep_aliases()
     return removed
 
 
-def _sweep_aliases(root: Path) -> None:
-    """Remove our `_short_alias` holders whose run is gone: a symlink into `root` whose
-    target no longer exists (other operators' holders point elsewhere)."""
+def _sweep_aliases() -> None:
+    """Remove our `_short_alias` holders whose run is gone (the link's target no longer
+    exists), of any runner root: a killed operator's successor may use another one. A
+    live run's link always has its target: scratch_dir makes it first."""
     for holder in (h for base in _alias_bases() for h in base.glob(f"{_ALIAS_PREFIX}*")):
         link = holder / "t"
         with contextlib.suppress(OSError):
-            if holder.lstat().st_uid != os.getuid() or link.exists():
-                continue
-            if Path(os.readlink(link)).is_relative_to(root):
+            if holder.lstat().st_uid == os.getuid() and link.is_symlink() and not link.exists():
                 shutil.rmtree(holder)
