@@ -3,12 +3,15 @@
 Called by the cli module with parsed `RunOptions`. Start-up order: logging,
 watches.yaml (a bad file exits 1 before anything is watched), the Kubernetes
 client, health and metrics servers (a port in use exits 1), leader election
-(when enabled: nothing is reconciled until this replica leads), then the
-worker pool and kopf. kopf runs in the main thread's event loop; SIGTERM and
-SIGINT set the stop flag kopf watches (see `_take_over_signals`). When kopf
+(when enabled: nothing is reconciled until this replica leads), then, with
+`--sharding`, joining the shard group (controller.sharding: the queue admits
+and the reconciler runs only this replica's CRs), then the worker pool and
+kopf. kopf runs in the main thread's event loop; SIGTERM and SIGINT set the
+stop flag kopf watches (see `_take_over_signals`). When kopf
 returns, the pool stops taking work, running Ansible gets
 `--graceful-shutdown-timeout` to finish, then is cancelled (its process group
-killed), and the process exits 0. Losing the leader lease exits 1.
+killed), the shard member Lease (if any) is released, and the process exits 0.
+Losing the leader lease or the member Lease exits 1.
 """
 
 from __future__ import annotations
