@@ -29,11 +29,13 @@ CLAIM = "sharding.ansible.sdk.operatorframework.io/claim"
 RECONCILED_BY = "sharding.ansible.sdk.operatorframework.io/reconciled-by"
 GROUP_LABEL = "sharding.ansible.sdk.operatorframework.io/group"
 
-# Short Lease timings keep the tests fast: a dead member is dropped after 4 s.
-LEASE_DURATION = 4.0
+# Short Lease timings keep the tests fast: a dead member is dropped after 8 s.
+# The renew deadline keeps 6 s of slack: on 2 busy shared cores an API request
+# can take seconds, and a member that misses it stops (safely, but the test fails).
+LEASE_DURATION = 8.0
 TIMINGS = (
     f"--leader-elect-lease-duration={LEASE_DURATION:g}s",
-    "--leader-elect-renew-deadline=3s",
+    "--leader-elect-renew-deadline=6s",
     "--leader-elect-retry-period=1s",
 )
 

@@ -203,19 +203,26 @@ def test_a_fourth_replica_takes_about_a_quarter(api_client: Any, fleet: Fleet) -
 
 def test_a_rolling_restart_converges_without_overlap(api_client: Any, fleet: Fleet) -> None:
     start_fleet(fleet, ["b1", "b2", "b3"])
-    names = NAMES[:30]
-    create_shardees(api_client, fleet.namespace, names, {"delay": 1})
+    names = NAMES[:15]
+    create_shardees(api_client, fleet.namespace, names, {"delay": 0})
     wait_until(
         "all CRs Successful",
         lambda: all_successful(api_client, fleet.namespace, len(names)),
         timeout=120,
     )
     for old, new in (("b1", "c1"), ("b2", "c2"), ("b3", "c3")):
+        # Runs in progress while replicas come and go.
+        _set_spec(api_client, fleet.namespace, names, {"delay": 2, "value": f"during-{old}"})
         fleet.start(new)
         wait_until(f"{new} joined", lambda: fleet.members_seen(4), timeout=30)
         assert fleet.replicas.pop(old).stop() == 0
         wait_until(f"{old} left", lambda: fleet.members_seen(3), timeout=30)
     wait_until("claims settle", lambda: _settled(fleet, len(names)), timeout=90)
+    wait_until(
+        "every CR ran its last spec",
+        lambda: _ran_value(api_client, fleet.namespace, names, "during-b3"),
+        timeout=90,
+    )
     wait_until(
         "all CRs Successful",
         lambda: all_successful(api_client, fleet.namespace, len(names)),
