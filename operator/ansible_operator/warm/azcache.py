@@ -172,6 +172,7 @@ class Cache:
             return True
         except OSError:
             pass
+        self._note("waiting", plan.fqn)
         # Polled, not blocking: a task's `timeout:` is a SIGALRM in this process.
         deadline = time.monotonic() + BUILD_WAIT_SECONDS
         while time.monotonic() < deadline:

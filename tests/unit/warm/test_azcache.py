@@ -304,10 +304,10 @@ def test_a_run_missing_while_another_builds_waits_and_takes_its_entry(project: P
     entry.unlink()
     with build_lock_held(project, entry.name):  # another run is building this payload
         waiting = project.start()
-        seen = read_notes_until(waiting, f"miss: {FQN}")
+        seen = read_notes_until(waiting, f"waiting: {FQN}")  # it found the lock taken
         entry.write_bytes(published)  # ... and publishes it, then lets go
     run = project.finish(waiting, seen=seen)
-    assert run.notes == [f"miss: {FQN}", f"waited: {FQN}", f"hit: {FQN}"]
+    assert run.notes == [f"miss: {FQN}", f"waiting: {FQN}", f"waited: {FQN}", f"hit: {FQN}"]
     assert '"one"' in run.members[VALUE_MEMBER]
 
 
@@ -319,6 +319,7 @@ def test_a_run_waits_for_another_build_only_so_long(project: Project) -> None:
         run = project.run(build_wait_seconds=0.2)
     assert run.notes == [
         f"miss: {FQN}",
+        f"waiting: {FQN}",
         f"waited: {FQN} (gave up after 0.2 s)",
         f"miss: {FQN}",  # looked once more, then built it itself
         f"shared: {FQN}",
