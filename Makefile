@@ -37,7 +37,7 @@ COLD_TESTS ?= tests/e2e/test_reconcile.py
 # What `make test` runs on another Ansible line: the reconcile end-to-end tests, what
 # differs between the lines and, where warm Ansible runs (not on 2.18), the warm runner tests.
 LINE_TESTS_2.18 := tests/e2e/test_reconcile.py tests/lines
-LINE_TESTS ?= $(or $(LINE_TESTS_$(ANSIBLE_LINE)),tests/e2e/test_reconcile.py tests/runner/test_warm_runs.py tests/lines)
+LINE_TESTS ?= $(or $(LINE_TESTS_$(ANSIBLE_LINE)),tests/e2e/test_reconcile.py tests/lines)
 
 VENV_STAMP := $(VENV)/.installed
 COLLECTIONS_STAMP := $(VENV)/.collections
