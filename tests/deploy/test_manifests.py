@@ -276,6 +276,12 @@ def _resource(api_version: str, kind: str) -> Kind:
 
 def _kinds(params: dict[str, Any], where: str) -> list[tuple[str, str]]:
     definition = params.get("definition")
+    if isinstance(definition, str) and "{{" in definition:
+        # A definition built by an expression names its kind in the module's own
+        # api_version/kind parameters, which the module also checks against it.
+        assert "api_version" in params, f"{where}: templated definition without api_version"
+        assert "kind" in params, f"{where}: templated definition without kind"
+        definition = None
     if definition is not None:
         docs = definition if isinstance(definition, list) else [definition]
         assert all(isinstance(d, dict) for d in docs), f"{where}: templated definition"
