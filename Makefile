@@ -26,7 +26,9 @@ ifeq ($(wildcard $(LINE_REQUIREMENTS)/constraints.txt),)
 $(error ANSIBLE_LINE=$(ANSIBLE_LINE): no $(LINE_REQUIREMENTS)/constraints.txt (lines: $(DEFAULT_ANSIBLE_LINE) $(patsubst requirements/ansible-%/,%,$(wildcard requirements/ansible-*/))))
 endif
 # ansible-core 2.21 and later need Python >= 3.12.
-LINE_PYTHON_newest := python3.12
+# The first that runs of python3.12, python3.13, then pyenv's installs (its shims
+# refuse a version that is installed but not selected).
+LINE_PYTHON_newest := $(or $(shell for p in python3.12 python3.13 $(HOME)/.pyenv/versions/3.1[23]*/bin/python3.1[23]; do "$$p" -c '' >/dev/null 2>&1 && { echo "$$p"; break; }; done),python3.12)
 PYTHON ?= $(or $(LINE_PYTHON_$(ANSIBLE_LINE)),python3)
 BIN := $(CURDIR)/$(VENV)/bin
 CACHE_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
