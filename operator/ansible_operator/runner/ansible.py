@@ -228,7 +228,8 @@ class AnsibleRunner:
         marker = uuid.uuid4().hex
         watch = _RunWatch(request, marker=marker, artifact_dir=artifact_dir)
         kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker)
-        kwargs["envvars"]["TMPDIR"] = str(inputdir.scratch_dir(data_dir, request.ident, root=root))
+        scratch = inputdir.scratch_dir(data_dir, request.ident, root=root)
+        kwargs["envvars"]["TMPDIR"] = str(scratch)
         finished: _Finished | None = None
         killed = True
         try:
@@ -246,6 +247,7 @@ class AnsibleRunner:
                 max_artifacts=request.max_artifacts,
                 root=root,
                 completed=not killed,
+                alias=scratch,
             )
         return self._result(request, watch, finished, artifact_dir, time.monotonic() - started)
 

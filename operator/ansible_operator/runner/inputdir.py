@@ -328,6 +328,7 @@ def scratch_dir(data_dir: Path, ident: str, *, root: Path) -> Path:
 # A run's short name for its scratch directory: <base>/ao-run-<ident>-*/t, in the
 # operator's temp dir, or in /tmp when that is too long for a socket path under it.
 _ALIAS_PREFIX = "ao-run-"
+_ALIAS_LINK = "t"
 _ALIAS_BASE_MAX = 32  # + 38 for the alias + 32 for ansible's pymp-*/listener-*: < 108
 
 
@@ -345,7 +346,7 @@ def _short_alias(path: Path, ident: str) -> Path:
     fits = [b for b in _alias_bases() if len(str(b)) <= _ALIAS_BASE_MAX and os.access(b, os.W_OK)]
     base = (fits or _alias_bases())[0]
     holder = Path(tempfile.mkdtemp(prefix=f"{_ALIAS_PREFIX}{ident}-", dir=base))
-    alias = holder / "t"
+    alias = holder / _ALIAS_LINK
     alias.symlink_to(path, target_is_directory=True)
     return alias
 
@@ -362,18 +363,25 @@ def _keep_discovery_caches(scratch: Path, root: Path) -> None:
 
 
 def finish_run(
-    data_dir: Path, *, ident: str, max_artifacts: int, root: Path, completed: bool
+    data_dir: Path,
+    *,
+    ident: str,
+    max_artifacts: int,
+    root: Path,
+    completed: bool,
+    alias: Path | None = None,
 ) -> None:
     """After a run, whatever its outcome: keep the discovery cache of a run that
     was not killed (a killed one may have left it half written), drop the run's
-    scratch directory, rotate artifacts and refresh `latest`."""
+    scratch directory and `alias` (what scratch_dir returned), rotate artifacts
+    and refresh `latest`."""
     scratch = data_dir / f"tmp-{ident}"
     if completed:
         _keep_discovery_caches(scratch, root)
     shutil.rmtree(scratch, ignore_errors=True)
-    for base in _alias_bases():
-        for holder in base.glob(f"{_ALIAS_PREFIX}{ident}-*"):
-            shutil.rmtree(holder, ignore_errors=True)  # the symlink, not what it points to
+    if alias is not None and alias.is_symlink() and alias.name == _ALIAS_LINK:
+        # Its private holder directory: the symlink goes, not what it pointed to.
+        shutil.rmtree(alias.parent, ignore_errors=True)
     artifacts = data_dir / "artifacts"
     rotate_artifacts(artifacts, keep=max_artifacts, current=ident)
     if (artifacts / ident).is_dir():
@@ -441,7 +449,7 @@ def _sweep_aliases() -> None:
     exists), of any runner root: a killed operator's successor may use another one. A
     live run's link always has its target: scratch_dir makes it first."""
     for holder in (h for base in _alias_bases() for h in base.glob(f"{_ALIAS_PREFIX}*")):
-        link = holder / "t"
+        link = holder / _ALIAS_LINK
         with contextlib.suppress(OSError):
             if holder.lstat().st_uid == os.getuid() and link.is_symlink() and not link.exists():
                 shutil.rmtree(holder)
