@@ -48,7 +48,7 @@ class RunAccess:
     ) -> Iterator[Path]:
         """A kubeconfig for one run of `obj`, valid until the block ends.
 
-        `read_only` (plans and drift checks): the proxy sends the run's writes as
+        `read_only` (plans): the proxy sends the run's writes as
         server-side dry runs (proxy.readonly).
         """
         meta = obj["metadata"]

@@ -52,7 +52,7 @@ class Owner:
     # A finalizer run's CR is going away: nothing that run creates is made
     # its dependent, or the garbage collector would delete it right after.
     finalizing: bool = False
-    # A plan or drift check (proxy.readonly): every write is sent as a server-side
+    # A plan (proxy.readonly): every write is sent as a server-side
     # dry run and requests that cannot be dry-run are refused.
     read_only: bool = False
 

@@ -2,7 +2,7 @@
 
 Where it sits: `proxy.handler` asks these functions about every request of a
 run whose token was issued read-only (`Owner.read_only`: `ansible-operator
-plan` and the operator's drift checks, see ansible_operator.plan). Such a run
+plan`, see ansible_operator.plan). Such a run
 must not change the cluster whatever its modules do, check mode or not:
 
 * every mutating request (POST, PUT, PATCH, DELETE) goes to the API server as

@@ -25,7 +25,7 @@ The controller creates one ApiProxy at start-up, issues a run token per run
    every write of a finalizer run are forwarded untouched. Every successful
    write is reported to `on_touch` so the kind gets watched.
 
-A run whose token is read-only (`ansible-operator plan`, drift checks) has
+A run whose token is read-only (`ansible-operator plan`) has
 every write sent as a server-side dry run and each answer handed to
 `on_dry_run`; exec, attach, port-forward and proxy requests are refused
 (`proxy.readonly`).
