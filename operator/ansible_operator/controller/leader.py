@@ -42,9 +42,49 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-def _now_micro() -> str:
+def now_micro() -> str:
+    """A Lease's MicroTime, as client-go writes acquireTime and renewTime."""
     now = datetime.datetime.now(datetime.UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_object(
+    *, name: str, namespace: str, spec: dict[str, Any], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A Lease to create (leader election, the shard group, shard members)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = labels
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+@dataclass
+class ObservedLease:
+    """A Lease record judged on this process's clock, as client-go does: the record
+    (holderIdentity, renewTime) expires a lease duration after this process first saw
+    it, whatever renewTime says (the clocks of other machines are not trusted)."""
+
+    record: tuple[str, str] = ("", "")
+    since: float = 0.0  # monotonic time the record was first seen
+    duration: float = 0.0
+
+    @property
+    def holder(self) -> str:
+        return self.record[0]
+
+    def observe(self, spec: dict[str, Any], now: float) -> None:
+        record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+        self.duration = float(spec.get("leaseDurationSeconds") or 0)
+        if record != self.record:
+            self.record, self.since = record, now
+
+    def expired(self, now: float) -> bool:
+        return now >= self.since + self.duration
 
 
 @dataclass(frozen=True)
@@ -62,8 +102,7 @@ class LeaderElector:
         self.kube = kube
         self.config = config
         self.on_lost = on_lost
-        self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
-        self._observed_at = 0.0
+        self._seen = ObservedLease()
         self._leader = threading.Event()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -78,7 +117,7 @@ class LeaderElector:
         spec: dict[str, Any] = {
             "holderIdentity": self.config.identity,
             "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
-            "renewTime": _now_micro(),
+            "renewTime": now_micro(),
             "leaseTransitions": transitions,
         }
         spec["acquireTime"] = acquire or spec["renewTime"]
@@ -90,26 +129,19 @@ class LeaderElector:
         try:
             lease = self.kube.get(LEASES, namespace=cfg.namespace, name=cfg.name)
         except NotFound:
-            body = {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": cfg.name, "namespace": cfg.namespace},
-                "spec": self._spec(transitions=0, acquire=None),
-            }
+            spec = self._spec(transitions=0, acquire=None)
+            body = lease_object(name=cfg.name, namespace=cfg.namespace, spec=spec)
             try:
                 self.kube.create(LEASES, namespace=cfg.namespace, body=body)
             except Conflict:
                 return False
             return True
         spec = lease.get("spec") or {}
-        holder = str(spec.get("holderIdentity") or "")
-        record = (holder, str(spec.get("renewTime") or ""))
         now = time.monotonic()
-        if record != self._observed:
-            self._observed, self._observed_at = record, now
+        self._seen.observe(spec, now)
+        holder = self._seen.holder
         ours = holder == cfg.identity
-        expired = now >= self._observed_at + float(spec.get("leaseDurationSeconds") or 0)
-        if holder and not ours and not expired:
+        if holder and not ours and not self._seen.expired(now):
             return False
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
         acquire = spec.get("acquireTime") if ours else None
@@ -120,9 +152,7 @@ class LeaderElector:
             )
         except Conflict:
             return False
-        new = updated.get("spec") or {}
-        self._observed = (str(new.get("holderIdentity")), str(new.get("renewTime")))
-        self._observed_at = time.monotonic()
+        self._seen.observe(updated.get("spec") or {}, time.monotonic())
         return True
 
     # -- life cycle --------------------------------------------------------------
@@ -178,7 +208,7 @@ class LeaderElector:
             lease = self.kube.get(LEASES, namespace=cfg.namespace, name=cfg.name)
             if (lease.get("spec") or {}).get("holderIdentity") != cfg.identity:
                 return
-            lease["spec"].update(holderIdentity="", leaseDurationSeconds=1, renewTime=_now_micro())
+            lease["spec"].update(holderIdentity="", leaseDurationSeconds=1, renewTime=now_micro())
             self.kube.request(
                 "PUT", LEASES.path(namespace=cfg.namespace, name=cfg.name), body=lease
             )

@@ -22,18 +22,13 @@ already has.
 
 from __future__ import annotations
 
-import datetime
 import time
 from typing import Any
 
-from ansible_operator.controller.leader import LEASES
+from ansible_operator.controller.leader import LEASES, ObservedLease, lease_object, now_micro
 from ansible_operator.kube.client import Conflict, Kube, NotFound
 
 HOLDER_PREFIX = "sharding/"
-
-
-def _now_micro() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class GroupLease:
@@ -45,11 +40,10 @@ class GroupLease:
         self.name = group
         self.holder = HOLDER_PREFIX + group
         self.lease_duration = lease_duration
-        self._observed: tuple[str, str] | None = None
-        self._observed_at = 0.0
+        self._seen = ObservedLease()
 
     def _spec(self, old: dict[str, Any]) -> dict[str, Any]:
-        now = _now_micro()
+        now = now_micro()
         ours = old.get("holderIdentity") == self.holder
         return {
             "holderIdentity": self.holder,
@@ -65,25 +59,17 @@ class GroupLease:
             try:
                 lease = self.kube.get(LEASES, namespace=self.namespace, name=self.name)
             except NotFound:
-                body = {
-                    "apiVersion": "coordination.k8s.io/v1",
-                    "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": self._spec({}),
-                }
+                body = lease_object(name=self.name, namespace=self.namespace, spec=self._spec({}))
                 try:
                     self.kube.create(LEASES, namespace=self.namespace, body=body)
                 except Conflict:
                     continue
                 return ""
             spec = lease.get("spec") or {}
-            holder = str(spec.get("holderIdentity") or "")
-            record = (holder, str(spec.get("renewTime") or ""))
             now = time.monotonic()
-            if record != self._observed:
-                self._observed, self._observed_at = record, now
-            duration = float(spec.get("leaseDurationSeconds") or 0)
-            if holder and holder != self.holder and now < self._observed_at + duration:
+            self._seen.observe(spec, now)
+            holder = self._seen.holder
+            if holder and holder != self.holder and not self._seen.expired(now):
                 return holder
             lease["spec"] = self._spec(spec)
             path = LEASES.path(namespace=self.namespace, name=self.name)

@@ -26,7 +26,6 @@ duration, so restarts leave nothing behind.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import re
 import socket
@@ -36,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_operator.controller.leader import LEASES
+from ansible_operator.controller.leader import LEASES, ObservedLease, lease_object, now_micro
 from ansible_operator.errors import OperatorError
 from ansible_operator.kube.client import ApiError, Conflict, Kube, NotFound
 
@@ -52,10 +51,6 @@ def member_identity() -> str:
     return f"{host}-{uuid.uuid4().hex[:8]}"
 
 
-def _now_micro() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 @dataclass(frozen=True)
 class MembershipConfig:
     namespace: str
@@ -67,10 +62,7 @@ class MembershipConfig:
 
 
 @dataclass
-class _Seen:
-    record: tuple[str, str]  # (holderIdentity, renewTime)
-    since: float  # monotonic time the record was first seen
-    duration: float
+class _Seen(ObservedLease):
     dead_since: float | None = None
 
 
@@ -85,19 +77,20 @@ class MemberView:
         for lease in leases:
             name = str(lease["metadata"]["name"])
             names.add(name)
-            spec = lease.get("spec") or {}
-            record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
-            duration = float(spec.get("leaseDurationSeconds") or 0)
-            old = self.seen.get(name)
-            if old is None or old.record != record:
-                self.seen[name] = _Seen(record=record, since=now, duration=duration)
+            seen = self.seen.get(name)
+            if seen is None:
+                seen = self.seen[name] = _Seen(since=now)
+            before = seen.record
+            seen.observe(lease.get("spec") or {}, now)
+            if seen.record != before:
+                seen.dead_since = None  # a new record: judged afresh
         for name in set(self.seen) - names:
             del self.seen[name]  # deleted: dead, and nothing to remember
 
     def live(self, now: float) -> set[str]:
         alive = set()
         for name, seen in self.seen.items():
-            if seen.record[0] and now < seen.since + seen.duration:
+            if seen.holder and not seen.expired(now):
                 seen.dead_since = None
                 alive.add(name)
             elif seen.dead_since is None:
@@ -135,22 +128,16 @@ class Membership:
 
     def _body(self) -> dict[str, Any]:
         cfg = self.config
-        return {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {
-                "name": cfg.identity,
-                "namespace": cfg.namespace,
-                "labels": {GROUP_LABEL: cfg.group},
-            },
-            "spec": {
-                "holderIdentity": cfg.identity,
-                "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
-                "acquireTime": _now_micro(),
-                "renewTime": _now_micro(),
-                "leaseTransitions": 0,
-            },
+        now = now_micro()
+        spec = {
+            "holderIdentity": cfg.identity,
+            "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
+            "acquireTime": now,
+            "renewTime": now,
+            "leaseTransitions": 0,
         }
+        labels = {GROUP_LABEL: cfg.group}
+        return lease_object(name=cfg.identity, namespace=cfg.namespace, spec=spec, labels=labels)
 
     def join(self) -> None:
         """Create (or re-take, after `leave`) our Lease; raises ApiError/OperatorError."""
@@ -178,7 +165,7 @@ class Membership:
         if self._lease is None:
             return False
         lease = dict(self._lease)
-        lease["spec"] = {**lease["spec"], "renewTime": _now_micro()}
+        lease["spec"] = {**lease["spec"], "renewTime": now_micro()}
         sent = time.monotonic()
         path = LEASES.path(namespace=self.config.namespace, name=self.identity)
         try:
@@ -251,7 +238,7 @@ class Membership:
         lease, self._lease, self._renewed_at = self._lease, None, None
         if lease is None:
             return
-        lease["spec"] = {**lease["spec"], "holderIdentity": "", "renewTime": _now_micro()}
+        lease["spec"] = {**lease["spec"], "holderIdentity": "", "renewTime": now_micro()}
         try:
             self.kube.request(
                 "PUT", LEASES.path(namespace=self.config.namespace, name=self.identity), body=lease
