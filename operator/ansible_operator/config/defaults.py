@@ -46,6 +46,18 @@ WATCH_ANNOTATIONS_CHANGES = False
 MARK_UNSAFE = True
 # A watch's reconcilePeriod of 0 (or none) means "use --reconcile-period".
 WATCH_RECONCILE_PERIOD = 0.0
+# driftCheckPeriod (ours; docs/plan.md): 0 or none means no drift checks...
+WATCH_DRIFT_CHECK_PERIOD = 0.0
+# ...unless observeOnly is set (ours): then a CR is checked this often (5m).
+OBSERVE_ONLY_DRIFT_CHECK_PERIOD = 300.0
+# Drift checks never run while a reconcile of the same CR waits or runs, nor
+# beyond the concurrency limits; one that cannot start now tries again this
+# many seconds later.
+DRIFT_CHECK_RETRY = 1.0
+# Threads that run drift checks (each check also needs a free reconcile slot).
+DRIFT_CHECK_WORKERS = 2
+# The Drifted condition's message names at most this many objects ("and N more").
+DRIFT_MESSAGE_OBJECTS = 3
 # Bounds of ANSIBLE_VERBOSITY_<KIND>_<GROUP>; outside them the flag value is used.
 ANSIBLE_VERBOSITY_MIN = 0
 ANSIBLE_VERBOSITY_MAX = 7

@@ -366,6 +366,9 @@ ALIAS = _struct(
     GoField("Vars", _VARS),
     GoField("MaxRunnerArtifacts", INT),
     GoField("ReconcilePeriod", DURATION_POINTER),
+    # Ours (docs/plan.md); the Go operator ignores both keys.
+    GoField("DriftCheckPeriod", DURATION_POINTER),
+    GoField("ObserveOnly", BOOL_POINTER),
     *(
         GoField(name, BOOL_POINTER)
         for name in (

@@ -109,6 +109,10 @@ class Watch:
     finalizer: Finalizer | None = None
     max_concurrent_reconciles: int = defaults.MAX_CONCURRENT_RECONCILES
     ansible_verbosity: int = defaults.ANSIBLE_VERBOSITY
+    # Ours (docs/plan.md, "Drift checks and observe-only"): seconds between drift
+    # checks of each CR (0: none), and whether the role never runs for real.
+    drift_check_period: float = defaults.WATCH_DRIFT_CHECK_PERIOD
+    observe_only: bool = False
 
     @property
     def group(self) -> str:
@@ -332,6 +336,26 @@ def _flag(state: Mapping[str, Any], key: str, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
+def _drift(draft: _Draft, load: _Load) -> tuple[float, bool]:
+    """driftCheckPeriod and observeOnly (ours): the period in seconds, and the flag.
+
+    observeOnly without a period checks every OBSERVE_ONLY_DRIFT_CHECK_PERIOD.
+    """
+    period = draft.state.get("driftCheckPeriod")
+    observe_only = _flag(draft.state, "observeOnly", False)
+    if period is not None and period < 0:
+        raise WatchesError(
+            load.file,
+            f"must not be negative, got {format_go_duration(period)}",
+            entry=draft.index,
+            gvk=draft.gvk,
+            key="driftCheckPeriod",
+        )
+    if not period:
+        period = defaults.OBSERVE_ONLY_DRIFT_CHECK_PERIOD if observe_only else 0.0
+    return float(period), observe_only
+
+
 def _finish(draft: _Draft, load: _Load) -> Watch:
     missing = "the entry has neither a role nor a playbook key"
     _check(draft.target, draft, load, key="role", missing=missing)
@@ -340,6 +364,7 @@ def _finish(draft: _Draft, load: _Load) -> Watch:
     state = draft.state
     is_playbook = draft.target.is_playbook
     period = state.get("reconcilePeriod")
+    drift_period, observe_only = _drift(draft, load)
     return Watch(
         gvk=draft.gvk,
         playbook=draft.target.found if is_playbook else None,
@@ -365,6 +390,8 @@ def _finish(draft: _Draft, load: _Load) -> Watch:
         finalizer=finalizer,
         max_concurrent_reconciles=draft.max_concurrent_reconciles,
         ansible_verbosity=draft.ansible_verbosity,
+        drift_check_period=drift_period,
+        observe_only=observe_only,
     )
 
 
@@ -424,6 +451,10 @@ def summarize(watch: Watch) -> str:
         "maxConcurrentReconciles": watch.max_concurrent_reconciles,
         "ansibleVerbosity": watch.ansible_verbosity,
     }
+    if watch.drift_check_period:
+        settings["driftCheckPeriod"] = format_go_duration(watch.drift_check_period)
+    if watch.observe_only:
+        settings["observeOnly"] = True
     if watch.vars:
         settings["vars"] = ",".join(sorted(watch.vars))
     if watch.selector is not None:

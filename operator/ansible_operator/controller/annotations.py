@@ -4,6 +4,10 @@ Called by the reconciler at the start of every reconcile. All values are strings
 `ansible.sdk.operatorframework.io/reconcile-period` (a Go duration; a bad value
 is an error the user sees in status), `.../verbosity` and
 `.../max-runner-artifacts` (integers; a bad value is logged and ignored).
+Ours (docs/plan.md), read by the reconciler and by controller.drift:
+`.../drift-check-period` (a Go duration) and `.../observe-only` (a Go bool);
+a bad value is reported like a bad reconcile period: the role does not run
+for that CR (observe-only might have been meant) and no drift check runs.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ PREFIX = "ansible.sdk.operatorframework.io/"
 RECONCILE_PERIOD = PREFIX + "reconcile-period"
 VERBOSITY = PREFIX + "verbosity"
 MAX_RUNNER_ARTIFACTS = PREFIX + "max-runner-artifacts"
+DRIFT_CHECK_PERIOD = PREFIX + "drift-check-period"
+OBSERVE_ONLY = PREFIX + "observe-only"
+# What Go's strconv.ParseBool accepts.
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
 
 class BadAnnotation(Permanent):
@@ -59,3 +68,33 @@ def verbosity(obj: Mapping[str, Any], log: logging.LoggerAdapter[Any]) -> int | 
 
 def max_runner_artifacts(obj: Mapping[str, Any], log: logging.LoggerAdapter[Any]) -> int | None:
     return _int(obj, MAX_RUNNER_ARTIFACTS, log)
+
+
+def drift_check_period(obj: Mapping[str, Any]) -> float | None:
+    """The drift-check-period annotation in seconds, None when absent; BadAnnotation when
+    unparsable or negative."""
+    raw = _annotations(obj).get(DRIFT_CHECK_PERIOD)
+    if raw is None:
+        return None
+    try:
+        period = parse_go_duration(str(raw))
+    except DurationError as err:
+        raise BadAnnotation(f"Unable to parse drift check period annotation: {err}") from err
+    if period < 0:
+        raise BadAnnotation(f"Drift check period annotation must not be negative: {raw!r}")
+    return period
+
+
+def observe_only(obj: Mapping[str, Any]) -> bool | None:
+    """The observe-only annotation, None when absent; BadAnnotation when not a bool."""
+    raw = _annotations(obj).get(OBSERVE_ONLY)
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise BadAnnotation(
+        f'Unable to parse observe-only annotation: {raw!r} is not "true" or "false"'
+    )

@@ -34,6 +34,7 @@ from ansible_operator.config import defaults
 from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch, load_watches
 from ansible_operator.controller.dependents import DependentWatches
+from ansible_operator.controller.drift import DriftScheduler, PlannerFactory, build_scheduler
 from ansible_operator.controller.leader import ElectionConfig, LeaderElector, default_identity
 from ansible_operator.controller.queue import Key, WorkQueue
 from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
@@ -127,8 +128,10 @@ def _election_namespace(options: RunOptions) -> str:
 
 
 class Manager:
-    def __init__(self, options: RunOptions) -> None:
+    def __init__(self, options: RunOptions, *, planner: PlannerFactory | None = None) -> None:
         self.options = options
+        # Drift checks (controller.drift) plan CRs with this; None: no drift checks.
+        self.planner = planner
         self.exit_code = 0
         self.stop_flag = threading.Event()
         self.cancel_runs = threading.Event()
@@ -353,9 +356,10 @@ class Manager:
             return reconcilers[key.queue].reconcile(key)
 
         pool = WorkerPool(queue, handle, workers=self.options.max_concurrent_reconciles_total)
+        drift = self._drift(watches, kube, events, queue, warm=warm, shard=shard)
         registry = kopf.OperatorRegistry()
         for watch in watches:
-            hook = self._object_hook(watch, shard)
+            hook = self._object_hook(watch, shard, drift)
             register(registry, PrimaryWatch(watch, queue, on_object=hook))
         _register_kopf_basics(registry)
         try:
@@ -370,6 +374,8 @@ class Manager:
             )
             if not finished:
                 log.warning("some Ansible runs did not stop in time")
+            if drift is not None:
+                drift.stop(grace=self.options.graceful_shutdown_timeout)
             if shard is not None:
                 # After the last run: release our Lease so the others take over at once.
                 shard.stop()
@@ -379,8 +385,40 @@ class Manager:
             if warm is not None:
                 warm.stop()
 
+    def _drift(
+        self,
+        watches: list[Watch],
+        kube: Kube,
+        events: EventRecorder,
+        queue: WorkQueue,
+        *,
+        warm: WarmServers | None,
+        shard: Shard | None,
+    ) -> DriftScheduler | None:
+        if self.planner is None:
+            return None
+        planner = self.planner(
+            kube=kube,
+            runner=AnsibleRunner(root=Path(self.options.runner_dir), warm=warm),
+            ansible_args=self.options.ansible_args,
+            inject_owner_ref=self.options.inject_owner_ref,
+            cancel=self.cancel_runs,
+        )
+        gate = shard.gate if shard is not None else None
+        drift = build_scheduler(
+            watches,
+            queue=queue,
+            planner=planner,
+            kube=kube,
+            events=events,
+            gauge=self.metrics,
+            gate=gate,
+        )
+        drift.start()
+        return drift
+
     def _object_hook(
-        self, watch: Watch, shard: Shard | None
+        self, watch: Watch, shard: Shard | None, drift: DriftScheduler | None
     ) -> Callable[[str, Mapping[str, Any]], None]:
         name = controller_name(watch)
 
@@ -388,6 +426,8 @@ class Manager:
             self.hooks.object_seen(watch, event_type, body)
             if shard is not None:
                 shard.observe(name, event_type, body)
+            if drift is not None:
+                drift.observe(name, event_type, body)
 
         return seen
 
@@ -464,9 +504,9 @@ def _register_kopf_basics(registry: kopf.OperatorRegistry) -> None:
             logging.getLogger("kopf").setLevel(logging.WARNING)
 
 
-def run(options: RunOptions) -> int:
+def run(options: RunOptions, *, planner: PlannerFactory | None = None) -> int:
     try:
-        return Manager(options).run()
+        return Manager(options, planner=planner).run()
     except ConfigError as err:
         log.error("Failed to start: %s", str(err))
         return 1

@@ -152,6 +152,7 @@ class WorkQueue:
         self._dirty: dict[Key, Priority] = {}
         self._failures: dict[Key, int] = {}
         self._admit: Callable[[Key], bool] | None = None
+        self._claimed: set[Key] = set()  # held by claim(), not handed out
 
     def set_admit(self, admit: Callable[[Key], bool] | None) -> None:
         """Let `add()` drop keys `admit` refuses (sharded mode: other replicas' CRs).
@@ -260,6 +261,8 @@ class WorkQueue:
     def done(self, key: Key) -> None:
         """Mark `key` finished; if it was added meanwhile, it is ready again."""
         with self._cond:
+            if key in self._claimed:
+                return  # held by claim(): release() ends it
             started = self._started.pop(key, None)
             if started is None:
                 return  # not in flight: nothing to release
@@ -273,6 +276,40 @@ class WorkQueue:
             if self._waiting:
                 # The freed slot may unblock a waiting key of any kind.
                 self._cond.notify_all()
+
+    def claim(self, key: Key) -> bool:
+        """Hold `key` as if handed out, for work done outside the line (a drift check).
+
+        Only when no reconcile of it is waiting or in flight and the per-kind and
+        total limits have room: True if held. Delayed adds of the key stay
+        scheduled; adds meanwhile make it ready when `release()` is called.
+        Neither claim nor release reaches the observer (a drift check is no
+        reconcile, and the workqueue metrics count reconciles).
+        """
+        with self._cond:
+            if self._shutting_down or key in self._started or key in self._waiting:
+                return False
+            if len(self._started) >= self._total_limit:
+                return False
+            if self._active[key.queue] >= self._limits.get(key.queue, self._total_limit):
+                return False
+            self._started[key] = self._clock()
+            self._active[key.queue] += 1
+            self._claimed.add(key)
+            return True
+
+    def release(self, key: Key) -> None:
+        """End a `claim()`; the key is ready again if it was added meanwhile."""
+        with self._cond:
+            if key not in self._claimed:
+                return
+            self._claimed.discard(key)
+            self._started.pop(key, None)
+            self._active[key.queue] -= 1
+            dirty = self._dirty.pop(key, None)
+            if dirty is not None and not self._shutting_down:
+                self._push_ready(key, dirty, self._clock())
+            self._cond.notify_all()
 
     def shutdown(self) -> None:
         """Wake every waiter with None; later adds are ignored and get() returns None."""

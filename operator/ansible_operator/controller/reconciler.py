@@ -7,8 +7,11 @@ the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
 1. live GET of the CR; gone → clean up its run directory, forget it; in
    sharded mode the gate then decides whether this replica runs it
    (controller.sharding.shard);
-2. the reconcile-period annotation (a bad value → Failure status and a
-   Warning Event, then no retry until the CR changes: errors.Permanent);
+2. the reconcile-period and drift annotations (a bad value → Failure status
+   and a Warning Event, then retried with backoff); an observe-only CR
+   (controller.driftsettings, ours) ends here: no run, no finalizer run (a
+   deleting one loses our finalizer so it can go), no reconcile metrics;
+   controller.drift checks it instead;
 3. finalizer: skip a deleting CR we hold no finalizer on; add ours before the
    first run;
 4. status Running (when the watch manages status), whose response is the
@@ -47,6 +50,7 @@ from typing import Any, Protocol
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import annotations as cr_annotations
 from ansible_operator.controller import finalizers, reporting
+from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.queue import Key
 from ansible_operator.controller.reporting import EventSink, Reporter
 from ansible_operator.controller.runaccess import RunAccess
@@ -150,6 +154,8 @@ class Reconciler:
     def reconcile(self, key: Key) -> Outcome:
         started = time.monotonic()
         outcome = self._reconcile(key)
+        if outcome is None:
+            return Outcome()  # observe-only: nothing was reconciled, nothing to count
         if outcome.error is not None:
             result = "error"
         elif outcome.requeue_after:
@@ -159,7 +165,7 @@ class Reconciler:
         self.hooks.reconciled(watch=self.watch, result=result, seconds=time.monotonic() - started)
         return outcome
 
-    def _reconcile(self, key: Key) -> Outcome:
+    def _reconcile(self, key: Key) -> Outcome | None:
         res = self.resource
         obj = self.kube.get_or_none(res, namespace=key.namespace, name=key.name)
         if obj is None:
@@ -176,6 +182,7 @@ class Reconciler:
         )
         try:
             period = self._period(obj)
+            observe_only = settings_for(self.watch, obj).observe_only
         except cr_annotations.BadAnnotation as err:
             managed = self.watch.manage_status and self.resource.has_status
             status_res = self.resource if managed else None
@@ -188,6 +195,9 @@ class Reconciler:
             return Outcome(error=RetryLater(str(err)))
         deleting = bool(obj["metadata"].get("deletionTimestamp"))
         fin = self.watch.finalizer
+        if observe_only:
+            self._observe_only(obj, deleting=deleting, log=logger)
+            return None
         if deleting and (fin is None or not finalizers.has(obj, fin.name)):
             logger.info("Resource is terminated, skipping reconciliation")
             return Outcome()
@@ -195,6 +205,20 @@ class Reconciler:
             logger.debug("adding finalizer %s", fin.name)
             obj = finalizers.add(self.kube, res, obj, fin.name)
         return self._run_and_report(obj, ident=ident, deleting=deleting, period=period, log=logger)
+
+    def _observe_only(self, obj: dict[str, Any], *, deleting: bool, log: ObjectLogger) -> None:
+        """An observe-only CR is never run; a deleting one loses our finalizer unrun.
+
+        Running the finalizer would change the cluster, which observe-only
+        promises not to do; keeping the finalizer would make the CR
+        undeletable. Its dependents go by their ownerReferences as usual.
+        """
+        fin = self.watch.finalizer
+        if deleting and fin is not None and finalizers.has(obj, fin.name):
+            log.info("Observe-only: removing finalizer %s without running it", fin.name)
+            finalizers.remove(self.kube, self.resource, obj, fin.name)
+            return
+        log.debug("Observe-only: not reconciling; drift checks report instead")
 
     def _period(self, obj: Mapping[str, Any]) -> float:
         from_annotation = cr_annotations.reconcile_period(obj)

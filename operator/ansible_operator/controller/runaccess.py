@@ -33,11 +33,13 @@ DIR_PREFIX = "ansible-operator-kubeconfigs-"
 
 
 class RunAccess:
-    def __init__(self, *, credentials: RunCredentials, proxy_url: str) -> None:
+    def __init__(self, *, credentials: RunCredentials, proxy_url: str, sweep: bool = True) -> None:
+        """`sweep=False` for a second RunAccess in the same process (plans, drift checks):
+        the sweep takes a directory with our own pid for a dead predecessor's."""
         self.credentials = credentials
         self.proxy_url = proxy_url
         # 0700, in the temp dir, never inside artifacts; removed by close().
-        removed = sweep_stale(Path(tempfile.gettempdir()))
+        removed = sweep_stale(Path(tempfile.gettempdir())) if sweep else 0
         if removed:
             log.info("Removed %d kubeconfig directories of operators that were killed", removed)
         self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))

@@ -9,7 +9,9 @@ whether the event matters and adds the object's key to the work queue.
 The decision mirrors the Go operator's predicates (spec §5.2): an update
 counts when `metadata.generation` changed, or the object has no generation
 (e.g. Secrets), or annotations changed and the watch sets
-`watchAnnotationsChanges`; the label `selector` filters every event. So the
+`watchAnnotationsChanges`, or the drift annotations changed (ours,
+controller.driftsettings: turning observe-only off must reconcile at once);
+the label `selector` filters every event. So the
 operator's own status writes (which never bump the generation) trigger nothing.
 A DELETED event enqueues the key once more, so the reconciler can clean up.
 
@@ -35,6 +37,7 @@ import kopf
 
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import kopfguard
+from ansible_operator.controller.driftsettings import annotations_state
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 
 log = logging.getLogger("ansible_operator.watching")
@@ -61,6 +64,9 @@ def _user_annotations(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in annotations.items() if not k.startswith(OPERATOR_ANNOTATION_PREFIX)}
 
 
+_State = tuple[int | None, str, tuple[str | None, str | None]]
+
+
 class PrimaryWatch:
     """Predicates and enqueueing for one watches.yaml entry."""
 
@@ -75,9 +81,9 @@ class PrimaryWatch:
         self.queue = queue
         self.name = controller_name(watch)
         self.on_object = on_object
-        # Per object: (generation, annotations digest) last seen. Small and
-        # bounded by the number of CRs; entries go with DELETED events.
-        self._seen: dict[tuple[str, str], tuple[int | None, str]] = {}
+        # Per object: (generation, annotations digest, drift annotations) last
+        # seen. Small and bounded by the number of CRs; entries go with DELETED events.
+        self._seen: dict[tuple[str, str], _State] = {}
         self._lock = threading.Lock()
 
     def _selected(self, body: Mapping[str, Any]) -> bool:
@@ -92,7 +98,7 @@ class PrimaryWatch:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         generation = meta.get("generation")
-        state = (generation, _digest(_user_annotations(meta)))
+        state = (generation, _digest(_user_annotations(meta)), annotations_state(body))
         with self._lock:
             previous = self._seen.get(key)
             if event_type == "DELETED":
@@ -112,8 +118,8 @@ class PrimaryWatch:
         self,
         event_type: str | None,
         body: Mapping[str, Any],
-        previous: tuple[int | None, str] | None,
-        state: tuple[int | None, str],
+        previous: _State | None,
+        state: _State,
     ) -> Priority | None:
         if event_type is None:
             # The initial listing at start-up: a CR that was never reconciled is
@@ -123,10 +129,12 @@ class PrimaryWatch:
             return Priority.RESYNC if reconciled else Priority.CHANGE
         if event_type in {"ADDED", "DELETED"} or previous is None:
             return Priority.CHANGE
-        generation, annotations = state
+        generation, annotations, drift = state
         if not generation or generation != previous[0]:
             return Priority.CHANGE
         if self.watch.watch_annotations_changes and annotations != previous[1]:
+            return Priority.CHANGE
+        if drift != previous[2]:
             return Priority.CHANGE
         return None
 

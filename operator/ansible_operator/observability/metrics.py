@@ -140,6 +140,12 @@ class OperatorMetrics:
             ["gvk"],
             registry=reg,
         )
+        self._drifted = Gauge(
+            "ansible_operator_drifted_resources",
+            "Custom resources whose last drift check found drift (docs/plan.md).",
+            ["GVK"],
+            registry=reg,
+        )
         self._leader = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
@@ -286,6 +292,10 @@ class OperatorMetrics:
             self._created_at.remove(name, namespace, group, version, kind)
         except KeyError:
             return  # never seen (e.g. deleted before we started): nothing to drop
+
+    def drifted_resources(self, *, gvk: str, count: int) -> None:
+        """`ansible_operator_drifted_resources`: set after every drift check of the kind."""
+        self._drifted.labels(GVK=gvk).set(count)
 
     def leader_status(self, *, name: str, leading: bool) -> None:
         """`leader_election_master_status{name}`: 1 while we hold lease `name`, else 0."""

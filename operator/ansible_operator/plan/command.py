@@ -42,7 +42,7 @@ from ansible_operator.plan import changes, report, target
 from ansible_operator.plan.journal import Journal
 from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import RunResult, new_ident
+from ansible_operator.runner.base import Runner, RunResult, new_ident
 from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
 
 log = logging.getLogger("ansible_operator.plan")
@@ -129,26 +129,54 @@ def make_plan(
     found: target.Target, *, kube: Kube, ansible_args: str, deleting: bool, warm: bool
 ) -> report.Plan:
     """Run the plan of `found` (see the module docstring) and read it back."""
+    root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
+    servers = start_warm_servers(enabled=warm, runner_root=root)
+    try:
+        runner = AnsibleRunner(root=root, warm=servers)
+        return plan_with(
+            found, kube=kube, runner=runner, ansible_args=ansible_args, deleting=deleting
+        )
+    finally:
+        _stop(servers)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def plan_with(
+    found: target.Target,
+    *,
+    kube: Kube,
+    runner: Runner,
+    ansible_args: str,
+    deleting: bool,
+    inject_owner_ref: bool = True,
+    cancel: threading.Event | None = None,
+) -> report.Plan:
+    """The plan of `found`, run by `runner` (the operator's own for drift checks,
+    plan.drift) in a private runner directory, through a proxy of its own."""
     journal = Journal(kube)
     credentials = RunCredentials()
     proxy = ApiProxy(
         upstream=kube.api_client.configuration,
         credentials=credentials,
         kube=kube,
-        inject_owner_ref=True,
+        inject_owner_ref=inject_owner_ref,
         on_dry_run=journal.record,
     )
     proxy.start()
-    access = RunAccess(credentials=credentials, proxy_url=proxy.url)
+    # No sweep: inside the operator it would take the operator's own directory.
+    access = RunAccess(credentials=credentials, proxy_url=proxy.url, sweep=False)
     root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
-    servers = start_warm_servers(enabled=warm, runner_root=root)
     try:
-        runner = AnsibleRunner(root=root, warm=servers)
         result = _run(
-            found, access=access, runner=runner, root=root, journal=journal, args=ansible_args
+            found,
+            access=access,
+            runner=runner,
+            root=root,
+            journal=journal,
+            args=ansible_args,
+            cancel=cancel or threading.Event(),
         )
     finally:
-        _stop(servers)
         proxy.stop()
         access.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -188,10 +216,11 @@ def _run(
     found: target.Target,
     *,
     access: RunAccess,
-    runner: AnsibleRunner,
+    runner: Runner,
     root: Path,
     journal: Journal,
     args: str,
+    cancel: threading.Event,
 ) -> RunResult:
     watch = found.watch
     meta = found.obj["metadata"]
@@ -216,7 +245,7 @@ def _run(
             deleting=deleting,
             kubeconfig=kubeconfig,
             settings=settings,
-            cancel=threading.Event(),
+            cancel=cancel,
             log=logger,
         )
         request = dataclasses.replace(request, on_event=journal.observe)

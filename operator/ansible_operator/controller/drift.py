@@ -1,0 +1,338 @@
+"""Drift checks in the operator: plan a CR periodically and report drift, change nothing.
+
+Where it sits (docs/plan.md, "Drift checks and observe-only"): the manager
+builds one `DriftChecker` per watch and one `DriftScheduler` over them, and
+feeds the scheduler every kopf event of the primary watches (`observe`).
+When a CR's check is due, a scheduler thread holds the CR's queue key
+(`WorkQueue.claim`: never while a reconcile of the CR waits or runs, and
+within the same per-kind and total limits), and the checker:
+
+1. reads the CR live; gone, being deleted or no longer checked: stop;
+2. in sharded mode asks the reconciler's gate (controller.sharding) whether
+   this replica owns the CR; not ours: check again a period later;
+3. plans it with the `Planner` the cli hands in (ansible_operator.plan.drift:
+   the same plan as `ansible-operator plan KIND NAME`, through a read-only
+   proxy, so nothing is changed);
+4. sets the `Drifted` condition (status.drift), posts one Event when drift
+   appears (Warning `Drifted`) or goes away (Normal `DriftResolved`), and
+   updates the gauge of drifted CRs of the kind.
+
+The planner lives above this layer (plan imports controller), so it is
+injected. A drift check is no reconcile: no reconcile metrics, Events or
+requeues, and a failed plan only makes the condition Unknown.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from ansible_operator.config import defaults
+from ansible_operator.config.watches import Watch
+from ansible_operator.controller import statuswrite
+from ansible_operator.controller.annotations import BadAnnotation
+from ansible_operator.controller.driftsettings import settings_for
+from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.reconciler import Gate
+from ansible_operator.controller.reporting import EventSink
+from ansible_operator.controller.watching import controller_name
+from ansible_operator.controller.workers import Outcome
+from ansible_operator.errors import OperatorError
+from ansible_operator.kube.client import Kube, KubeApi, ResourceInfo
+from ansible_operator.observability.events import ObjectRef
+from ansible_operator.observability.metrics import format_gvk
+from ansible_operator.runner.base import Runner
+from ansible_operator.status import drift as status_drift
+
+log = logging.getLogger("ansible_operator.drift")
+
+# Event reasons (docs/observability.md).
+EVENT_DRIFTED: Final = "Drifted"
+EVENT_RESOLVED: Final = "DriftResolved"
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """One plan, as far as drift goes."""
+
+    drifted: tuple[str, ...]  # "Kind namespace/name" the role would create, update or delete
+    error: str | None = None  # why the plan failed; None when it finished
+
+
+class Planner(Protocol):
+    """Plans one existing CR without changing anything (ansible_operator.plan.drift)."""
+
+    def __call__(self, watch: Watch, resource: ResourceInfo, obj: dict[str, Any]) -> Findings: ...
+
+
+class DriftGauge(Protocol):
+    """The gauge of drifted CRs per kind (observability.metrics.OperatorMetrics)."""
+
+    def drifted_resources(self, *, gvk: str, count: int) -> None: ...
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class DriftChecker:
+    """The drift checks of one watch's CRs; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        watch: Watch,
+        gvk: str,
+        kube: KubeApi,
+        planner: Planner,
+        events: EventSink,
+        gauge: DriftGauge,
+        gate: Gate | None = None,
+        now: Callable[[], datetime.datetime] = _now,
+    ) -> None:
+        self.watch, self.gvk, self.kube = watch, gvk, kube
+        self.planner, self.events, self.gauge = planner, events, gauge
+        self.gate, self.now = gate, now
+        self._lock = threading.Lock()
+        self._drifted: set[Key] = set()
+        self._last: dict[Key, str] = {}  # last True/False found, for Events on changes only
+        self._resource: ResourceInfo | None = None
+
+    @property
+    def resource(self) -> ResourceInfo:
+        if self._resource is None:
+            gvk = self.watch.gvk
+            self._resource = self.kube.resource(group=gvk.group, version=gvk.version, kind=gvk.kind)
+        return self._resource
+
+    def check(self, key: Key) -> float | None:
+        """Check `key` once; seconds until its next check, None when it has none."""
+        res = self.resource
+        obj = self.kube.get_or_none(res, namespace=key.namespace, name=key.name)
+        if obj is None:
+            self.forget(key)
+            return None
+        try:
+            settings = settings_for(self.watch, obj)
+        except BadAnnotation as err:
+            log.warning("%s: no drift check: %s", key, err)  # the reconciler reports it
+            return None
+        if not settings.period or obj["metadata"].get("deletionTimestamp"):
+            return None
+        if self.gate is not None:
+            gated = self.gate(key, res, obj)
+            if isinstance(gated, Outcome):
+                return settings.period  # another replica's CR (for now)
+            obj = gated
+        started = time.monotonic()
+        findings = self.planner(self.watch, res, obj)
+        state = status_drift.found(
+            findings.drifted, error=findings.error, shown=defaults.DRIFT_MESSAGE_OBJECTS
+        )
+        log.info("Drift check of %s: %s (%.1fs)", key, state.message, time.monotonic() - started)
+        self._write(res, obj, state)
+        self._announce(key, obj, state)
+        return settings.period
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._last.pop(key, None)
+            self._drifted.discard(key)
+            count = len(self._drifted)
+        self.gauge.drifted_resources(gvk=self.gvk, count=count)
+
+    def _write(self, res: ResourceInfo, obj: Mapping[str, Any], state: Any) -> None:
+        if not res.has_status:
+            return  # no status subresource: the Event and the gauge still tell
+        generation = obj["metadata"].get("generation")
+
+        def compute(status: Any) -> dict[str, Any]:
+            return status_drift.with_drift(status, state, generation=generation, now=self.now())
+
+        try:
+            statuswrite.write(self.kube, res, obj, compute)
+        except OperatorError as err:
+            log.warning("could not write the Drifted condition of %s: %s", obj["metadata"], err)
+
+    def _announce(self, key: Key, obj: Mapping[str, Any], state: Any) -> None:
+        if state.status == status_drift.UNKNOWN:
+            return
+        drifted = state.status == status_drift.DRIFTED
+        with self._lock:
+            before = self._last.get(key)
+            if before is None:
+                written = status_drift.current(obj.get("status"))
+                before = str(written.get("status")) if written is not None else None
+            self._last[key] = state.status
+            (self._drifted.add if drifted else self._drifted.discard)(key)
+            count = len(self._drifted)
+        self.gauge.drifted_resources(gvk=self.gvk, count=count)
+        ref = ObjectRef.from_object(obj)
+        if drifted and before != status_drift.DRIFTED:
+            self.events.record(ref, type="Warning", reason=EVENT_DRIFTED, message=state.message)
+        elif not drifted and before == status_drift.DRIFTED:
+            self.events.record(ref, type="Normal", reason=EVENT_RESOLVED, message=state.message)
+
+
+class DriftScheduler:
+    """When each CR is checked next, and the threads that check; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        queue: WorkQueue,
+        checkers: Mapping[str, DriftChecker],
+        workers: int = defaults.DRIFT_CHECK_WORKERS,
+        clock: Callable[[], float] = time.monotonic,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._queue, self._checkers = queue, checkers
+        self._clock, self._jitter = clock, jitter
+        self._cond = threading.Condition()
+        self._period: dict[Key, float] = {}  # CRs with drift checks, and their period
+        self._due: dict[Key, float] = {}
+        self._running: set[Key] = set()
+        self._stopping = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"drift-{n}", daemon=True)
+            for n in range(max(1, workers))
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, *, grace: float) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + grace
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def due(self, key: Key) -> float | None:
+        """When `key`'s next check is due (clock time), None when none is scheduled."""
+        with self._cond:
+            return self._due.get(key)
+
+    def observe(self, queue: str, event_type: str, body: Mapping[str, Any]) -> None:
+        """A watch event of a CR (the kopf hook): schedule, reschedule or drop its checks."""
+        checker = self._checkers.get(queue)
+        meta = body.get("metadata") or {}
+        if checker is None:
+            return
+        key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
+        period = 0.0 if event_type == "DELETED" else self._period_of(checker.watch, body)
+        with self._cond:
+            if not period:
+                self._period.pop(key, None)
+                self._due.pop(key, None)
+            else:
+                known = self._period.get(key)
+                self._period[key] = period
+                if key not in self._running and (known is None or known != period):
+                    # New, or a new period: spread the first checks over the period.
+                    wanted = self._clock() + period * (0.5 + 0.5 * self._jitter())
+                    if key not in self._due or wanted < self._due[key]:
+                        self._due[key] = wanted
+                        self._cond.notify()
+        if event_type == "DELETED":
+            checker.forget(key)
+
+    @staticmethod
+    def _period_of(watch: Watch, body: Mapping[str, Any]) -> float:
+        selector = watch.selector
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        if selector is not None and not selector.matches(labels):
+            return 0.0
+        try:
+            return settings_for(watch, body).period
+        except BadAnnotation:
+            return 0.0
+
+    def _next(self) -> Key | None:
+        """Wait for the next due check and take it; None when stopping."""
+        with self._cond:
+            while not self._stopping:
+                now = self._clock()
+                ready = [k for k, due in self._due.items() if due <= now]
+                if ready:
+                    key = min(ready, key=self._due.__getitem__)
+                    del self._due[key]
+                    self._running.add(key)
+                    return key
+                soonest = min(self._due.values(), default=None)
+                self._cond.wait(None if soonest is None else max(0.01, soonest - now))
+            return None
+
+    def _work(self) -> None:
+        while (key := self._next()) is not None:
+            delay: float | None = defaults.DRIFT_CHECK_RETRY
+            try:
+                if self._queue.claim(key):
+                    try:
+                        delay = self._checkers[key.queue].check(key)
+                    except Exception:
+                        log.exception("Drift check of %s failed", key)
+                        delay = self._period.get(key)
+                    finally:
+                        self._queue.release(key)
+            finally:
+                self._reschedule(key, delay)
+
+    def _reschedule(self, key: Key, delay: float | None) -> None:
+        with self._cond:
+            self._running.discard(key)
+            if delay is None:
+                self._period.pop(key, None)
+                return
+            if key in self._period and key not in self._due:
+                self._due[key] = self._clock() + delay
+                self._cond.notify()
+
+
+class PlannerFactory(Protocol):
+    """Builds the Planner at start-up (ansible_operator.plan.drift.make_planner)."""
+
+    def __call__(
+        self,
+        *,
+        kube: Kube,
+        runner: Runner,
+        ansible_args: str,
+        inject_owner_ref: bool,
+        cancel: threading.Event,
+    ) -> Planner: ...
+
+
+def build_scheduler(
+    watches: Sequence[Watch],
+    *,
+    queue: WorkQueue,
+    planner: Planner,
+    kube: KubeApi,
+    events: EventSink,
+    gauge: DriftGauge,
+    gate: Gate | None,
+) -> DriftScheduler:
+    """One checker per watch (keyed by controller name) under one scheduler, not started."""
+    checkers = {
+        controller_name(watch): DriftChecker(
+            watch=watch,
+            gvk=format_gvk(group=watch.group, version=watch.version, kind=watch.kind),
+            kube=kube,
+            planner=planner,
+            events=events,
+            gauge=gauge,
+            gate=gate,
+        )
+        for watch in watches
+    }
+    return DriftScheduler(queue=queue, checkers=checkers)
