@@ -8,7 +8,7 @@ written for the test.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 
@@ -33,11 +33,10 @@ def scaler(namespace: str, name: str, size: int, **annotations: str) -> dict[str
 
 
 def get_scaler(api: Any, namespace: str, name: str) -> dict[str, Any]:
-    return dict(
-        client.CustomObjectsApi(api).get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name
-        )
+    found = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
     )
+    return cast(dict[str, Any], found)
 
 
 def patch_scaler(api: Any, namespace: str, name: str, body: dict[str, Any]) -> None:
@@ -48,7 +47,7 @@ def patch_scaler(api: Any, namespace: str, name: str, body: dict[str, Any]) -> N
 
 def replicas(api: Any, namespace: str, name: str) -> int:
     deployment = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)
-    return int(deployment.spec.replicas)
+    return int(deployment.spec.replicas or 0)
 
 
 def scale(api: Any, namespace: str, name: str, count: int) -> None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from testbed.probes import wait_until
 from tests.drift.conftest import (
     PERIOD,
     get_scaler,
@@ -25,7 +26,7 @@ from tests.drift.conftest import (
     scale,
     scaler,
 )
-from tests.e2e.harness import OperatorProcess, condition, custom, events_for, wait_until
+from tests.e2e.harness import OperatorProcess, condition, custom, events_for
 from tests.plan.conftest import GROUP, PROJECT, VERSION
 
 pytestmark = pytest.mark.cluster
@@ -182,7 +183,7 @@ def test_an_observe_only_cr_is_deleted_without_its_finalizer_running(
 
         def deleted() -> bool:
             items = custom(api_client).list_namespaced_custom_object(GROUP, VERSION, ns, "scalers")
-            return not items["items"]
+            return not cast(dict[str, Any], items)["items"]
 
         wait_until("the CR deleted", deleted, timeout=30)
         assert _events(api_client, ns, "gone", "Finalized") == 0
