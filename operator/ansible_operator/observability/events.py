@@ -20,6 +20,9 @@ posts to the API. Like client-go's recorder it:
 
 When the queue is full the Event is dropped and counted: an Event is never
 worth slowing a reconcile down.
+
+The two requests go through eventsapi.EventsApi, not the generated `CoreV1Api`
+(see there why).
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal, TypeVar
 
 import urllib3
-from kubernetes.client import ApiClient, CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMeta
-from kubernetes.client import V1ObjectReference as _Ref
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from ansible_operator.observability.eventsapi import EventsApi
 from ansible_operator.observability.logging import ObjectLogger
 
 __all__ = ["EventRecorder", "EventType", "ObjectRef", "RecorderStats"]
@@ -149,7 +152,7 @@ class EventRecorder:
         request_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._api = CoreV1Api(api_client)
+        self._api = EventsApi(api_client)
         self._component = component
         self._instance = _truncate(instance or socket.gethostname(), 128)
         self._burst = burst
@@ -311,25 +314,29 @@ class EventRecorder:
         namespace = ref.namespace or CLUSTER_EVENTS_NAMESPACE
         # client-go's naming: the object's name and a hex timestamp, unique enough.
         name = f"{ref.name[:200]}.{time.time_ns():x}"
-        body = CoreV1Event(
-            metadata=V1ObjectMeta(name=name, namespace=namespace),
-            involved_object=_Ref(
-                api_version=ref.api_version,
-                kind=ref.kind,
-                name=ref.name,
-                namespace=ref.namespace or None,
-                uid=ref.uid or None,
-            ),
-            type=item.type,
-            reason=item.reason,
-            message=item.message,
-            count=count,
-            first_timestamp=item.at,
-            last_timestamp=item.at,
-            source=V1EventSource(component=self._component),
-            reporting_component=self._component,
-            reporting_instance=self._instance,
-        )
+        at = item.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        involved = {
+            "apiVersion": ref.api_version,
+            "kind": ref.kind,
+            "name": ref.name,
+            "namespace": ref.namespace or None,
+            "uid": ref.uid or None,
+        }
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {k: v for k, v in involved.items() if v is not None},
+            "type": item.type,
+            "reason": item.reason,
+            "message": item.message,
+            "count": count,
+            "firstTimestamp": at,
+            "lastTimestamp": at,
+            "source": {"component": self._component},
+            "reportingComponent": self._component,
+            "reportingInstance": self._instance,
+        }
         self._retrying(
             lambda: self._api.create_namespaced_event(
                 namespace, body, _request_timeout=self._timeout
