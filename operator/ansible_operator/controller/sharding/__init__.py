@@ -8,6 +8,9 @@ controller.leader's Lease semantics. Modules:
 * membership: this replica's Lease and its view of the other members';
 * assignment: rendezvous hashing with bounded loads over the live members;
 * claims: the per-CR claim annotation, written only conditionally;
+* takeover: claims all of a dead member's CRs at once, ahead of their runs;
+* metrics: the per-replica sharding metrics;
+* grouplease: the leader-election Lease the members hold together;
 * shard: the coordinator (directory of CRs, gate, membership thread).
 
 docs/sharding.md describes the protocol, its guarantees and its limits.

@@ -8,6 +8,8 @@ one `Shard` and wires it in)::
     WorkerPool --reconciler--> gate(): claim, release or run  (controller.reconciler)
     membership thread, every retry period: renew own Lease, list members,
         recompute the assignment, enqueue the keys that must move
+    takeover thread: claim every CR of a dead member at once, enqueue them
+        (controller.sharding.takeover)
 
 Every replica sees every event and keeps the same directory, so all compute
 the same owner for each CR (controller.sharding.assignment). The owner is a
@@ -37,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 from ansible_operator.controller.sharding import claims
@@ -48,37 +50,13 @@ from ansible_operator.controller.sharding.membership import (
     MembershipConfig,
     member_identity,
 )
+from ansible_operator.controller.sharding.metrics import ShardMetrics
+from ansible_operator.controller.sharding.takeover import Candidate, Takeover
 from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import ConfigError, OperatorError, RetryLater
-from ansible_operator.kube.client import ApiError, Conflict, Kube, ResourceInfo
+from ansible_operator.kube.client import JSON, ApiError, Conflict, Kube, ResourceInfo
 
 log = logging.getLogger("ansible_operator.sharding")
-
-
-class ShardMetrics:
-    """Per-replica sharding metrics (runs are counted by the existing run metrics)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.members = Gauge(
-            "ansible_operator_shard_members", "Live members of the shard group", registry=registry
-        )
-        self.owned = Gauge(
-            "ansible_operator_shard_owned_resources",
-            "Custom resources the assignment gives this replica",
-            registry=registry,
-        )
-        self.claimed = Gauge(
-            "ansible_operator_shard_claimed_resources",
-            "Custom resources whose claim this replica holds",
-            registry=registry,
-        )
-        self.handovers = Counter(
-            "ansible_operator_shard_handovers",
-            "Claims this replica took (claimed: free; taken_over: from a dead member) "
-            "or released to another member",
-            ["direction"],
-            registry=registry,
-        )
 
 
 @dataclass(slots=True)
@@ -117,8 +95,16 @@ class Shard:
         self._table = Assignment((), load_factor=load_factor)
         self._dirty = False
         self._computed_at = 0.0
+        self._kinds: dict[str, tuple[str, str]] = {}  # queue -> (apiVersion, kind)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.takeover = Takeover(
+            kube=membership.kube,
+            member=self.me,
+            current=self._takeover_version,
+            claimed=self._taken_over,
+            fallback=lambda key: self.queue.add(key, priority=Priority.CHANGE),
+        )
         cfg = membership.config
         self.group_lease = GroupLease(
             membership.kube,
@@ -161,6 +147,7 @@ class Shard:
             stop.wait(cfg.retry_period)
         if stop.is_set():
             return False
+        self.takeover.start()
         self._round(renew=False)
         self._thread = threading.Thread(target=self._loop, name="shard-membership", daemon=True)
         self._thread.start()
@@ -171,6 +158,7 @@ class Shard:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10.0)
+        self.takeover.stop()
         self.membership.leave()
 
     def members(self) -> frozenset[str]:
@@ -255,6 +243,11 @@ class Shard:
         key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
         claim = claims.holder(body)
         with self._lock:
+            if queue not in self._kinds:
+                self._kinds[queue] = (
+                    str(body.get("apiVersion") or ""),
+                    str(body.get("kind") or ""),
+                )
             if event_type == "DELETED":
                 if self._directory.pop(key, None) is not None:
                     self._dirty = True
@@ -287,24 +280,54 @@ class Shard:
             return entry.claim == self.me or self._owner(key) == self.me
 
     def tick(self) -> None:
-        """Queue every key that must change hands here: to claim, to take over, to release."""
+        """Queue every key that must change hands here: to claim, to take over, to release.
+
+        The CRs of dead members go to the takeover thread, which claims them
+        all at once (controller.sharding.takeover) and queues them to run.
+        """
         with self._lock:
             if self._dirty:
                 self._recompute()
             members = self._members
-            rows = [(k, e.claim, self._table.owner.get(k)) for k, e in self._directory.items()]
+            rows = [(k, e, self._table.owner.get(k)) for k, e in self._directory.items()]
+            kinds = dict(self._kinds)
         owned = claimed = 0
-        for key, claim, owner in rows:
+        dead: list[Candidate] = []
+        for key, entry, owner in rows:
+            claim = entry.claim
             owned += owner == self.me
             claimed += claim == self.me
             to_take = owner == self.me and claim != self.me and claim not in members
             to_release = owner != self.me and claim == self.me
+            if to_take and claim and entry.version and key.queue in kinds:
+                api_version, kind = kinds[key.queue]
+                dead.append(Candidate(key, claim, api_version, kind))
             # A key a worker holds is being settled by the gate; adding it would
             # only run it once more.
-            if (to_take or to_release) and not self.queue.is_pending(key):
+            elif (to_take or to_release) and not self.queue.is_pending(key):
                 self.queue.add(key, priority=Priority.CHANGE)
+        self.takeover.submit(dead)
         self.metrics.owned.set(owned)
         self.metrics.claimed.set(claimed)
+
+    def _takeover_version(self, candidate: Candidate) -> int | None:
+        """The resourceVersion to take `candidate` over at, or None if no longer due."""
+        if not self.membership.valid():
+            return None
+        with self._lock:
+            entry = self._directory.get(candidate.key)
+            if entry is None or entry.claim != candidate.holder or not entry.version:
+                return None
+            if self._owner(candidate.key) != self.me:
+                return None
+            version = entry.version
+        return None if self.membership.is_live(candidate.holder) else version
+
+    def _taken_over(self, candidate: Candidate, obj: JSON) -> None:
+        self._note(candidate.key, obj)
+        self.metrics.handovers.labels(direction="taken_over").inc()
+        log.info("took over %s from dead shard member %s", candidate.key, candidate.holder)
+        self.queue.add(candidate.key, priority=Priority.CHANGE)
 
     def gate(self, key: Key, res: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any] | Outcome:
         """Decide, on a fresh read of the CR, whether this replica runs it now.
