@@ -26,6 +26,7 @@ from ansible_operator.observability.logging import setup_logging
 from ansible_operator.plan import command as plan
 from ansible_operator.plan import drift as plan_drift
 from ansible_operator.scaffold import commands as scaffold
+from ansible_operator.warm import malloc
 
 
 def _dist_version(name: str) -> str:
@@ -81,6 +82,7 @@ def _validate(watches_file: str) -> int:
 
 
 def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    malloc.limit_this_process()  # before any thread allocates: fewer glibc arenas
     try:
         options = options_from_args(args, argv)
         setup_logging(

@@ -152,6 +152,10 @@ WARM_ANSIBALLZ_CACHE_ENTRIES = 64
 # (warm/preimports.py) and the module server's payload loading follow ansible-core's
 # internals. On any other line the operator logs why and every run starts cold.
 WARM_ANSIBLE_CORE_LINES = ("2.19", "2.21")
+# glibc malloc arenas per process for the operator and everything forked from the warm
+# servers (warm/malloc.py): fewer arenas keep less freed memory around; 0 leaves
+# glibc's default (8 per CPU). MALLOC_ARENA_MAX in the environment wins.
+MALLOC_ARENAS = 2
 
 # --- images -----------------------------------------------------------------
 

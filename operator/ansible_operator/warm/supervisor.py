@@ -43,6 +43,7 @@ from pathlib import Path
 import ansible_operator
 from ansible_operator.config import defaults
 from ansible_operator.errors import WarmStartError
+from ansible_operator.warm import malloc
 from ansible_operator.warm.protocol import (
     ANSIBALLZ_CACHE_ENTRIES_ENV,
     ANSIBALLZ_CACHE_ENV,
@@ -212,6 +213,7 @@ class WarmServers:
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
+                env=malloc.server_environment(os.environ),  # inherited by all it forks
                 # Its own session: a Ctrl-C or a group kill aimed at the operator's
                 # terminal must not hit it; stop() ends it.
                 start_new_session=True,
