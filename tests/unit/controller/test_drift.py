@@ -16,6 +16,7 @@ from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.drift import DriftChecker, DriftScheduler, Findings
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 from ansible_operator.controller.watching import PrimaryWatch, controller_name
+from ansible_operator.controller.workers import Outcome
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
 from ansible_operator.runner.fake import FakeRunner
@@ -274,3 +275,28 @@ def test_drift_annotations_changes_trigger_without_watch_annotations_changes(
     assert queue.get(timeout=0) == KEY
     queue.done(KEY)
     assert primary.handle("MODIFIED", {"metadata": {**meta, "annotations": after}}) == expected
+
+
+def test_in_sharded_mode_only_the_gates_crs_are_planned(kube: FakeKube) -> None:
+    planner = Planner(IN_SYNC)
+    asked: list[Key] = []
+
+    def not_mine(key: Key, res: ResourceInfo, obj: dict[str, Any]) -> Outcome:
+        asked.append(key)
+        return Outcome()
+
+    check = DriftChecker(
+        watch=WATCH,
+        gvk="g",
+        kube=kube,
+        planner=planner,
+        events=FakeEvents(),
+        gauge=Gauge(),
+        gate=not_mine,
+    )
+    assert check.check(KEY) == 5.0  # looked at again a period later
+    assert asked == [KEY]
+    assert planner.planned == []
+    stored = kube.stored(WIDGETS, namespace=NS, name=NAME)
+    assert stored is not None
+    assert "status" not in stored
