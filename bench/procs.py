@@ -102,6 +102,27 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 @dataclass(frozen=True)
+class PssSample:
+    total: int  # the first sum taken over an unchanged tree, or 0
+    unchecked: int  # the highest sum of any attempt
+    consistent: bool
+
+
+def consistent_pss(root: int, pids: list[int], *, attempts: int = 5) -> PssSample:
+    """PSS of the tree summed over a sweep during which no process started or ended;
+    up to `attempts` sweeps (see PeakSampler)."""
+    unchecked = 0
+    for _ in range(attempts):
+        total = pss_bytes(pids)
+        unchecked = max(unchecked, total)
+        after = tree(root)
+        if sorted(after) == sorted(pids):
+            return PssSample(total=total, unchecked=unchecked, consistent=True)
+        pids = after
+    return PssSample(total=0, unchecked=unchecked, consistent=False)
+
+
+@dataclass(frozen=True)
 class TreeSample:
     processes: int
     rss: int
@@ -122,6 +143,14 @@ class PeakSampler:
     PSS splits pages shared between processes (a fork server and its forked
     runs share most of theirs) among them, so it is the tree's real footprint;
     RSS counts a shared page once per process.
+
+    A PSS sum is kept only when the tree had the same processes before and after
+    reading them (`consistent_pss`): reading ~35 `smaps_rollup` files takes tens of
+    milliseconds, and a sharer that exits meanwhile has its share counted while
+    the processes read after it already count the pages among fewer sharers (a
+    fork meanwhile undercounts the same way). With a fork server whose pages are
+    shared by every run, such sums overstated the peak by up to 45 MiB (issue 11,
+    docs/benchmarks.md run 8). `peak_pss_unchecked` is the old figure, every sum.
     """
 
     def __init__(self, root: int, interval: float = 0.5) -> None:
@@ -129,7 +158,10 @@ class PeakSampler:
         self.interval = interval
         self.peak_rss = 0
         self.peak_pss = 0
+        self.peak_pss_unchecked = 0
         self.peak_processes = 0
+        self.samples = 0
+        self.inconsistent = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="peak-sampler", daemon=True)
 
@@ -137,8 +169,14 @@ class PeakSampler:
         while not self._stop.is_set():
             pids = tree(self.root)
             self.peak_rss = max(self.peak_rss, rss_bytes(pids))
-            self.peak_pss = max(self.peak_pss, pss_bytes(pids))
             self.peak_processes = max(self.peak_processes, len(pids))
+            pss = consistent_pss(self.root, pids)
+            self.samples += 1
+            if pss.consistent:
+                self.peak_pss = max(self.peak_pss, pss.total)
+            else:
+                self.inconsistent += 1
+            self.peak_pss_unchecked = max(self.peak_pss_unchecked, pss.unchecked)
             self._stop.wait(self.interval)
 
     def __enter__(self) -> PeakSampler:

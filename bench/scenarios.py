@@ -162,6 +162,9 @@ def burst(ctx: Context) -> dict[str, Any]:
         "throughput": n / took,
         "peak_rss_mib": peak.peak_rss / MIB,
         "peak_pss_mib": peak.peak_pss / MIB,
+        "peak_pss_unchecked_mib": peak.peak_pss_unchecked / MIB,
+        "pss_samples": peak.samples,
+        "pss_samples_inconsistent": peak.inconsistent,
         "peak_processes": peak.peak_processes,
         "cpu_per_reconcile": (cpu1 - cpu0) / n,
     }
