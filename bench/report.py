@@ -61,6 +61,11 @@ FIGURES: tuple[Figure, ...] = (
     Figure("burst.throughput", "burst throughput", "CR/s", "higher"),
     Figure("burst.peak_rss_mib", "burst: peak RSS of the tree", "MiB"),
     Figure("burst.peak_pss_mib", "burst: peak PSS of the tree", "MiB"),
+    Figure(
+        "burst.peak_pss_unchecked_mib",
+        "burst: peak PSS, also sums read while the tree changed (before run 8)",
+        "MiB",
+    ),
     Figure("burst.cpu_per_reconcile", "burst: CPU per reconcile (tree)", "s"),
     Figure("steady.rss_mib", "steady, {steady} CRs after {idle}s idle: RSS of the tree", "MiB"),
     Figure("steady.pss_mib", "steady: PSS of the tree", "MiB"),
