@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
@@ -128,7 +128,8 @@ class DriftChecker:
         if self.gate is not None:
             gated = self.gate(key, res, obj)
             if isinstance(gated, Outcome):
-                return settings.period  # another replica's CR (for now)
+                self.forget(key)  # another replica's CR (for now): its gauge counts it
+                return settings.period
             obj = gated
         started = time.monotonic()
         findings = self.planner(self.watch, res, obj)
@@ -136,29 +137,35 @@ class DriftChecker:
             findings.drifted, error=findings.error, shown=defaults.DRIFT_MESSAGE_OBJECTS
         )
         log.info("Drift check of %s: %s (%.1fs)", key, state.message, time.monotonic() - started)
-        self._write(res, obj, state)
+        if not self._write(res, obj, state):
+            self.forget(key)  # deleted while it was planned
+            return None
         self._announce(key, obj, state)
         return settings.period
 
     def forget(self, key: Key) -> None:
+        """`key` is no longer checked here (gone, switched off, another replica's)."""
         with self._lock:
-            self._last.pop(key, None)
+            known = self._last.pop(key, None) is not None or key in self._drifted
             self._drifted.discard(key)
             count = len(self._drifted)
-        self.gauge.drifted_resources(gvk=self.gvk, count=count)
+        if known:
+            self.gauge.drifted_resources(gvk=self.gvk, count=count)
 
-    def _write(self, res: ResourceInfo, obj: Mapping[str, Any], state: Any) -> None:
+    def _write(self, res: ResourceInfo, obj: Mapping[str, Any], state: Any) -> bool:
+        """Set the Drifted condition; False when the CR is gone."""
         if not res.has_status:
-            return  # no status subresource: the Event and the gauge still tell
+            return True  # no status subresource: the Event and the gauge still tell
         generation = obj["metadata"].get("generation")
 
         def compute(status: Any) -> dict[str, Any]:
             return status_drift.with_drift(status, state, generation=generation, now=self.now())
 
         try:
-            statuswrite.write(self.kube, res, obj, compute)
+            return statuswrite.write(self.kube, res, obj, compute) is not None
         except OperatorError as err:
             log.warning("could not write the Drifted condition of %s: %s", obj["metadata"], err)
+            return True
 
     def _announce(self, key: Key, obj: Mapping[str, Any], state: Any) -> None:
         if state.status == status_drift.UNKNOWN:
@@ -231,6 +238,8 @@ class DriftScheduler:
         key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
         period = 0.0 if event_type == "DELETED" else self._period_of(checker.watch, body)
         with self._cond:
+            # A check running now is forgotten when it ends (_reschedule).
+            dropped = not period and key not in self._running
             if not period:
                 self._period.pop(key, None)
                 self._due.pop(key, None)
@@ -243,7 +252,7 @@ class DriftScheduler:
                     if key not in self._due or wanted < self._due[key]:
                         self._due[key] = wanted
                         self._cond.notify()
-        if event_type == "DELETED":
+        if event_type == "DELETED" or dropped:
             checker.forget(key)
 
     @staticmethod
@@ -292,10 +301,12 @@ class DriftScheduler:
             self._running.discard(key)
             if delay is None:
                 self._period.pop(key, None)
-                return
-            if key in self._period and key not in self._due:
-                self._due[key] = self._clock() + delay
+            dropped = key not in self._period  # deleted or switched off meanwhile
+            if not dropped and key not in self._due:
+                self._due[key] = self._clock() + cast(float, delay)
                 self._cond.notify()
+        if dropped:
+            self._checkers[key.queue].forget(key)
 
 
 class PlannerFactory(Protocol):

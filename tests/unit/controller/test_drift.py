@@ -300,3 +300,68 @@ def test_in_sharded_mode_only_the_gates_crs_are_planned(kube: FakeKube) -> None:
     stored = kube.stored(WIDGETS, namespace=NS, name=NAME)
     assert stored is not None
     assert "status" not in stored
+
+
+# -- the gauge: a CR no longer checked is no longer counted ---------------------------
+
+
+def test_a_cr_deleted_during_its_check_leaves_the_gauge(
+    kube: FakeKube, scheduled: tuple[WorkQueue, Planner, DriftScheduler, FakeClock]
+) -> None:
+    queue, planner, scheduler, clock = scheduled
+    gauge = scheduler._checkers[KEY.queue].gauge
+    assert isinstance(gauge, Gauge)
+    planner.answers[:] = [DRIFTED]
+    planner.release.clear()
+    body = kube.stored(WIDGETS, namespace=NS, name=NAME) or {}
+    scheduler.observe(KEY.queue, "ADDED", body)
+    clock.advance(5.0)
+    _wake(scheduler)
+    assert planner.started.wait(5)
+    kube.delete(WIDGETS, namespace=NS, name=NAME)
+    scheduler.observe(KEY.queue, "DELETED", body)
+    planner.release.set()
+    wait_until(lambda: not queue.in_flight())  # the check ended
+    wait_until(lambda: KEY not in scheduler._running)
+    assert not gauge.values or gauge.values[-1] == 0  # never left counted
+
+
+def test_a_cr_whose_checks_are_switched_off_leaves_the_gauge(
+    kube: FakeKube, scheduled: tuple[WorkQueue, Planner, DriftScheduler, FakeClock]
+) -> None:
+    _, planner, scheduler, clock = scheduled
+    gauge = scheduler._checkers[KEY.queue].gauge
+    assert isinstance(gauge, Gauge)
+    planner.answers[:] = [DRIFTED]
+    scheduler.observe(KEY.queue, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    clock.advance(5.0)
+    _wake(scheduler)
+    wait_until(lambda: gauge.values == [1])
+    wait_until(lambda: KEY not in scheduler._running)
+    kube.edit(WIDGETS, namespace=NS, name=NAME, change=_annotate({"drift-check-period": "0"}))
+    scheduler.observe(KEY.queue, "MODIFIED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    assert scheduler.due(KEY) is None
+    assert gauge.values[-1] == 0
+
+
+def test_a_cr_of_another_replica_is_not_counted_here(kube: FakeKube) -> None:
+    gauge = Gauge()
+    mine = [True]
+
+    def gate(key: Key, res: ResourceInfo, obj: dict[str, Any]) -> dict[str, Any] | Outcome:
+        return obj if mine[0] else Outcome()
+
+    check = DriftChecker(
+        watch=WATCH,
+        gvk="g",
+        kube=kube,
+        planner=Planner(DRIFTED),
+        events=FakeEvents(),
+        gauge=gauge,
+        gate=gate,
+    )
+    check.check(KEY)
+    assert gauge.values == [1]
+    mine[0] = False  # handed over: the new owner counts it
+    check.check(KEY)
+    assert gauge.values[-1] == 0
