@@ -161,6 +161,7 @@ def plan_with(
         kube=kube,
         inject_owner_ref=inject_owner_ref,
         on_dry_run=journal.record,
+        quiet=True,
     )
     proxy.start()
     # No sweep: inside the operator it would take the operator's own directory.

@@ -175,8 +175,13 @@ class ApiProxy:
         on_touch: OnTouch | None = None,
         on_dry_run: OnDryRun | None = None,
         bind: str = "127.0.0.1:0",
+        quiet: bool = False,
     ) -> None:
+        """`quiet`: a short-lived proxy of one plan (a drift check plans every period)
+        logs its start at debug level only, and no warning about `inject_owner_ref`
+        (the operator's own proxy gives that once)."""
         self._address = _parse_bind(bind)
+        self._quiet = quiet
         self.credentials = credentials
         self.kube = kube
         self.inject_owner_ref = inject_owner_ref
@@ -217,11 +222,13 @@ class ApiProxy:
             daemon=True,
         )
         self._thread.start()
-        if not self.inject_owner_ref:
+        if not self.inject_owner_ref and not self._quiet:
             log.warning(
                 "Warning: injection of owner references and dependent watches is turned off"
             )
-        log.info("API proxy listening on %s", self.url)
+        log.log(
+            logging.DEBUG if self._quiet else logging.INFO, "API proxy listening on %s", self.url
+        )
 
     def stop(self) -> None:
         """Stop listening and end every connection and stream in flight."""
