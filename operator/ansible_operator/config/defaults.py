@@ -56,6 +56,9 @@ OBSERVE_ONLY_DRIFT_CHECK_PERIOD = 300.0
 DRIFT_CHECK_RETRY = 1.0
 # Threads that run drift checks (each check also needs a free reconcile slot).
 DRIFT_CHECK_WORKERS = 2
+# At shutdown running drift checks are cancelled (their Ansible killed); seconds
+# given to them to end before the reconciles' graceful shutdown starts.
+DRIFT_CHECK_STOP_GRACE = 5.0
 # The Drifted condition's message names at most this many objects ("and N more").
 DRIFT_MESSAGE_OBJECTS = 3
 # Bounds of ANSIBLE_VERBOSITY_<KIND>_<GROUP>; outside them the flag value is used.

@@ -95,10 +95,14 @@ class DriftChecker:
         gauge: DriftGauge,
         gate: Gate | None = None,
         now: Callable[[], datetime.datetime] = _now,
+        cancel: threading.Event | None = None,
     ) -> None:
+        """`cancel`: the event the planner's runs are cancelled by (the operator
+        stops); a plan that ends after it was set reports nothing."""
         self.watch, self.gvk, self.kube = watch, gvk, kube
         self.planner, self.events, self.gauge = planner, events, gauge
         self.gate, self.now = gate, now
+        self.cancel = cancel if cancel is not None else threading.Event()
         self._lock = threading.Lock()
         self._drifted: set[Key] = set()
         self._last: dict[Key, str] = {}  # last True/False found, for Events on changes only
@@ -131,8 +135,19 @@ class DriftChecker:
                 self.forget(key)  # another replica's CR (for now): its gauge counts it
                 return settings.period
             obj = gated
+        return self._plan(key, res, obj, settings.period)
+
+    def _plan(
+        self, key: Key, res: ResourceInfo, obj: dict[str, Any], period: float
+    ) -> float | None:
+        """Plan the CR and report what was found; as check()."""
         started = time.monotonic()
         findings = self.planner(self.watch, res, obj)
+        if self.cancel.is_set():
+            # Cut short by the shutdown: no finding, and no Unknown to write (the
+            # next operator's first check would post the drift Event again).
+            log.debug("Drift check of %s cancelled", key)
+            return period
         state = status_drift.found(
             findings.drifted, error=findings.error, shown=defaults.DRIFT_MESSAGE_OBJECTS
         )
@@ -141,7 +156,7 @@ class DriftChecker:
             self.forget(key)  # deleted while it was planned
             return None
         self._announce(key, obj, state)
-        return settings.period
+        return period
 
     def forget(self, key: Key) -> None:
         """`key` is no longer checked here (gone, switched off, another replica's)."""
@@ -198,8 +213,11 @@ class DriftScheduler:
         workers: int = defaults.DRIFT_CHECK_WORKERS,
         clock: Callable[[], float] = time.monotonic,
         jitter: Callable[[], float] = random.random,
+        cancel: threading.Event | None = None,
     ) -> None:
+        """`cancel` is set by stop(): the checkers' planners and checkers share it."""
         self._queue, self._checkers = queue, checkers
+        self.cancel = cancel if cancel is not None else threading.Event()
         self._clock, self._jitter = clock, jitter
         self._cond = threading.Condition()
         self._period: dict[Key, float] = {}  # CRs with drift checks, and their period
@@ -216,9 +234,12 @@ class DriftScheduler:
             thread.start()
 
     def stop(self, *, grace: float) -> None:
+        """Start no more checks, cancel the running ones (they change nothing, so
+        nothing is lost) and wait up to `grace` seconds for them to end."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        self.cancel.set()
         deadline = time.monotonic() + grace
         for thread in self._threads:
             if thread.is_alive():
@@ -332,8 +353,13 @@ def build_scheduler(
     events: EventSink,
     gauge: DriftGauge,
     gate: Gate | None,
+    cancel: threading.Event,
 ) -> DriftScheduler:
-    """One checker per watch (keyed by controller name) under one scheduler, not started."""
+    """One checker per watch (keyed by controller name) under one scheduler, not started.
+
+    `cancel` must be the event the planner was built with: the scheduler's
+    stop() sets it.
+    """
     checkers = {
         controller_name(watch): DriftChecker(
             watch=watch,
@@ -343,7 +369,8 @@ def build_scheduler(
             events=events,
             gauge=gauge,
             gate=gate,
+            cancel=cancel,
         )
         for watch in watches
     }
-    return DriftScheduler(queue=queue, checkers=checkers)
+    return DriftScheduler(queue=queue, checkers=checkers, cancel=cancel)

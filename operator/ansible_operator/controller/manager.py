@@ -365,6 +365,9 @@ class Manager:
         try:
             asyncio.run(self._kopf(registry))
         finally:
+            if drift is not None:
+                # Checks change nothing: cancel them now rather than wait for them.
+                drift.stop(grace=defaults.DRIFT_CHECK_STOP_GRACE)
             log.info(
                 "Stopping: waiting up to %ss for running Ansible",
                 self.options.graceful_shutdown_timeout,
@@ -374,8 +377,6 @@ class Manager:
             )
             if not finished:
                 log.warning("some Ansible runs did not stop in time")
-            if drift is not None:
-                drift.stop(grace=self.options.graceful_shutdown_timeout)
             if shard is not None:
                 # After the last run: release our Lease so the others take over at once.
                 shard.stop()
@@ -397,12 +398,15 @@ class Manager:
     ) -> DriftScheduler | None:
         if self.planner is None:
             return None
+        # Its own: drift checks are cancelled at shutdown before the grace
+        # reconciles get (the scheduler's stop() sets it).
+        cancel = threading.Event()
         planner = self.planner(
             kube=kube,
             runner=AnsibleRunner(root=Path(self.options.runner_dir), warm=warm),
             ansible_args=self.options.ansible_args,
             inject_owner_ref=self.options.inject_owner_ref,
-            cancel=self.cancel_runs,
+            cancel=cancel,
         )
         gate = shard.gate if shard is not None else None
         drift = build_scheduler(
@@ -413,6 +417,7 @@ class Manager:
             events=events,
             gauge=self.metrics,
             gate=gate,
+            cancel=cancel,
         )
         drift.start()
         return drift

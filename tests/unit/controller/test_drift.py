@@ -365,3 +365,42 @@ def test_a_cr_of_another_replica_is_not_counted_here(kube: FakeKube) -> None:
     mine[0] = False  # handed over: the new owner counts it
     check.check(KEY)
     assert gauge.values[-1] == 0
+
+
+# -- shutdown: running checks are cancelled, write nothing and free their key ------------
+
+
+def test_stopping_cancels_a_running_check_which_writes_nothing(kube: FakeKube) -> None:
+    clock = FakeClock()
+    queue = WorkQueue(total_limit=2, backoff_base=1.0, backoff_max=10.0, clock=clock)
+    cancel = threading.Event()
+    started = threading.Event()
+
+    def planner(watch: Watch, resource: ResourceInfo, obj: dict[str, Any]) -> Findings:
+        started.set()
+        assert cancel.wait(10), "the running plan was not cancelled"
+        return Findings(drifted=(), error="Ansible run canceled: killed")
+
+    check = DriftChecker(
+        watch=WATCH,
+        gvk="g",
+        kube=kube,
+        planner=planner,
+        events=FakeEvents(),
+        gauge=Gauge(),
+        cancel=cancel,
+    )
+    scheduler = DriftScheduler(
+        queue=queue, checkers={KEY.queue: check}, clock=clock, jitter=lambda: 1.0, cancel=cancel
+    )
+    scheduler.start()
+    scheduler.observe(KEY.queue, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    clock.advance(5.0)
+    _wake(scheduler)
+    assert started.wait(5)
+    scheduler.stop(grace=5)
+    assert not any(thread.is_alive() for thread in scheduler._threads)
+    assert queue.in_flight() == 0  # the key is free again
+    stored = kube.stored(WIDGETS, namespace=NS, name=NAME)
+    assert stored is not None
+    assert "status" not in stored  # no Drifted=Unknown from a cancelled check
