@@ -152,7 +152,7 @@ class DriftChecker:
             findings.drifted, error=findings.error, shown=defaults.DRIFT_MESSAGE_OBJECTS
         )
         log.info("Drift check of %s: %s (%.1fs)", key, state.message, time.monotonic() - started)
-        if not self._write(res, obj, state):
+        if not self._write(key, res, obj, state):
             self.forget(key)  # deleted while it was planned
             return None
         self._announce(key, obj, state)
@@ -167,7 +167,7 @@ class DriftChecker:
         if known:
             self.gauge.drifted_resources(gvk=self.gvk, count=count)
 
-    def _write(self, res: ResourceInfo, obj: Mapping[str, Any], state: Any) -> bool:
+    def _write(self, key: Key, res: ResourceInfo, obj: Mapping[str, Any], state: Any) -> bool:
         """Set the Drifted condition; False when the CR is gone."""
         if not res.has_status:
             return True  # no status subresource: the Event and the gauge still tell
@@ -179,7 +179,8 @@ class DriftChecker:
         try:
             return statuswrite.write(self.kube, res, obj, compute) is not None
         except OperatorError as err:
-            log.warning("could not write the Drifted condition of %s: %s", obj["metadata"], err)
+            # By key: the metadata may carry the whole CR (last-applied-configuration).
+            log.warning("could not write the Drifted condition of %s: %s", key, err)
             return True
 
     def _announce(self, key: Key, obj: Mapping[str, Any], state: Any) -> None:

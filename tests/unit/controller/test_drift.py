@@ -17,6 +17,7 @@ from ansible_operator.controller.drift import DriftChecker, DriftScheduler, Find
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 from ansible_operator.controller.watching import PrimaryWatch, controller_name
 from ansible_operator.controller.workers import Outcome
+from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
 from ansible_operator.runner.fake import FakeRunner
@@ -404,3 +405,26 @@ def test_stopping_cancels_a_running_check_which_writes_nothing(kube: FakeKube) -
     stored = kube.stored(WIDGETS, namespace=NS, name=NAME)
     assert stored is not None
     assert "status" not in stored  # no Drifted=Unknown from a cancelled check
+
+
+def test_a_failed_status_write_is_logged_by_name_not_with_the_crs_metadata(
+    kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    applied = '{"spec":{"password":"hunter2"}}'  # kubectl apply keeps the whole CR here
+
+    def annotated(obj: dict[str, Any]) -> None:
+        obj["metadata"]["annotations"] = {
+            "kubectl.kubernetes.io/last-applied-configuration": applied
+        }
+
+    kube.edit(WIDGETS, namespace=NS, name=NAME, change=annotated)
+
+    def refuse(res: ResourceInfo, obj: Any) -> dict[str, Any]:
+        raise KubeUnavailable("the API server is away")
+
+    kube.replace_status = refuse  # type: ignore[method-assign]
+    check = checker(kube, Planner(DRIFTED), FakeEvents(), Gauge())
+    assert check.check(KEY) == 5.0
+    [warning] = [r for r in caplog.records if "Drifted condition" in r.getMessage()]
+    assert "hunter2" not in warning.getMessage()
+    assert str(KEY) in warning.getMessage()
