@@ -153,6 +153,7 @@ class WorkQueue:
         self._failures: dict[Key, int] = {}
         self._admit: Callable[[Key], bool] | None = None
         self._claimed: set[Key] = set()  # held by claim(), not handed out
+        self._claims: Counter[str] = Counter()  # of those, per kind
 
     def set_admit(self, admit: Callable[[Key], bool] | None) -> None:
         """Let `add()` drop keys `admit` refuses (sharded mode: other replicas' CRs).
@@ -269,7 +270,7 @@ class WorkQueue:
             now = self._clock()
             self._active[key.queue] -= 1
             self._observer.worked(key.queue, max(0.0, now - started))
-            self._observer.active(key.queue, self._active[key.queue])
+            self._observe_active(key.queue)
             dirty = self._dirty.pop(key, None)
             if dirty is not None and not self._shutting_down:
                 self._push_ready(key, dirty, now)
@@ -296,6 +297,7 @@ class WorkQueue:
             self._started[key] = self._clock()
             self._active[key.queue] += 1
             self._claimed.add(key)
+            self._claims[key.queue] += 1
             return True
 
     def release(self, key: Key) -> None:
@@ -304,6 +306,7 @@ class WorkQueue:
             if key not in self._claimed:
                 return
             self._claimed.discard(key)
+            self._claims[key.queue] -= 1
             self._started.pop(key, None)
             self._active[key.queue] -= 1
             dirty = self._dirty.pop(key, None)
@@ -456,4 +459,8 @@ class WorkQueue:
         self._active[key.queue] += 1
         self._observer.depth(key.queue, self._depth[key.queue])
         self._observer.queued(key.queue, max(0.0, now - waiting.since))
-        self._observer.active(key.queue, self._active[key.queue])
+        self._observe_active(key.queue)
+
+    def _observe_active(self, queue: str) -> None:
+        # Reconciles only: claims (drift checks) share the limits, not the gauge.
+        self._observer.active(queue, self._active[queue] - self._claims[queue])

@@ -21,7 +21,7 @@ from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
 from ansible_operator.runner.fake import FakeRunner
-from tests.unit.controller.test_queue import FakeClock
+from tests.unit.controller.test_queue import FakeClock, Recorder
 from tests.unit.controller.test_reconcile_path import FINALIZER, NAME, NS, WIDGETS, World
 from tests.unit.controller.test_reconcile_path import world as world  # noqa: PLC0414
 from tests.unit.controller.test_workers import wait_until
@@ -428,3 +428,16 @@ def test_a_failed_status_write_is_logged_by_name_not_with_the_crs_metadata(
     [warning] = [r for r in caplog.records if "Drifted condition" in r.getMessage()]
     assert "hunter2" not in warning.getMessage()
     assert str(KEY) in warning.getMessage()
+
+
+def test_claims_are_not_counted_as_active_reconcile_workers() -> None:
+    seen = Recorder()
+    queue = WorkQueue(total_limit=3, backoff_base=1.0, backoff_max=10.0, observer=seen)
+    other = Key(KEY.queue, NS, "other")
+    assert queue.claim(KEY)  # a drift check
+    queue.add(other)
+    assert queue.get(timeout=0) == other  # a reconcile beside it
+    queue.done(other)
+    queue.release(KEY)
+    # Else the gauge stays at 1 with nothing running once the check has ended.
+    assert seen.of("active") == [(KEY.queue, 1), (KEY.queue, 0)]
