@@ -4,7 +4,7 @@ Not part of `make bench` (its scenarios compare us with the Go operator, which
 has no sharded mode); run by hand against the testbed:
 
     flock /tmp/ao-bench.lock env PATH=$PWD/.venv/bin:$PATH \
-        .venv/bin/python -m bench.sharding [--crs 300] [--delay 12] [--per-replica 6]
+        .venv/bin/python -m bench.sharding [--crs 300] [--delay 15] [--per-replica 6]
 
 It uses the sharding tests' project and fleet (tests/sharding): a kind whose
 runs mostly wait (`sleep spec.delay`), so that the machine's cores do not cap
@@ -251,8 +251,8 @@ def _save(figures: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crs", type=int, default=300)
-    parser.add_argument("--single-crs", type=int, default=100)
-    parser.add_argument("--delay", type=float, default=12.0)
+    parser.add_argument("--single-crs", type=int, default=60)
+    parser.add_argument("--delay", type=float, default=15.0)
     parser.add_argument("--per-replica", type=int, default=6)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle measurement")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bench-sharding"))

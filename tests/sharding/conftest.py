@@ -1,4 +1,8 @@
-"""Fixtures for the sharding tests: the project's CRD, a namespace, and a fleet of replicas."""
+"""Fixtures for the sharding tests: the project's CRD, a namespace, and a fleet of replicas.
+
+`fleet` is a fresh fleet per test; `shared_fleet` one fleet for a module's
+tests that build on each other's state (test_sharding's 150 CRs).
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,21 @@ def fleet(
 ) -> Iterator[Fleet]:
     namespace = make_namespace(api_client, "shards")
     fleet = Fleet(kubeconfig=kubeconfig_path, workdir=tmp_path, namespace=namespace)
+    yield fleet
+    fleet.stop_all()
+    drop_namespace(api_client, namespace)
+
+
+@pytest.fixture(scope="module")
+def shared_fleet(
+    api_client: Any,
+    kubeconfig_path: Path,
+    shardee_crd: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Fleet]:
+    namespace = make_namespace(api_client, "shards")
+    workdir = tmp_path_factory.mktemp("shared-fleet")
+    fleet = Fleet(kubeconfig=kubeconfig_path, workdir=workdir, namespace=namespace)
     yield fleet
     fleet.stop_all()
     drop_namespace(api_client, namespace)

@@ -9,8 +9,9 @@ in time, while replicas start, die, join and restart.
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kubernetes import client
 
 from testbed.probes import wait_until
 from tests.sharding.fleet import (
+    CLAIM,
     GROUP,
     LEASE_DURATION,
     PLURAL,
@@ -38,20 +40,33 @@ COUNT = int(os.environ.get("SHARDING_TEST_CRS", "150"))
 NAMES = [f"cr-{index:03d}" for index in range(COUNT)]
 
 
-def start_fleet(fleet: Fleet, names: list[str]) -> None:
+def workers(count: int) -> list[str]:
+    return [f"--max-concurrent-reconciles={count}", f"--max-concurrent-reconciles-total={count}"]
+
+
+def start_fleet(fleet: Fleet, names: list[str], *, extra: Sequence[str] = ()) -> None:
     for name in names:
-        fleet.start(name)
+        fleet.start(name, extra=extra)
     wait_until("members see each other", lambda: fleet.members_seen(len(names)), timeout=30)
 
 
-def test_three_replicas_share_the_crs_evenly_without_overlap(api_client: Any, fleet: Fleet) -> None:
-    start_fleet(fleet, ["r1", "r2", "r3"])
-    create_shardees(api_client, fleet.namespace, NAMES, {"delay": 1})
+@pytest.fixture(scope="module")
+def three_ran_all(api_client: Any, shared_fleet: Fleet) -> Fleet:
+    """3 replicas that ran all 150 CRs once; the fourth-replica test then adds one."""
+    start_fleet(shared_fleet, ["r1", "r2", "r3"], extra=workers(4))
+    create_shardees(api_client, shared_fleet.namespace, NAMES, {"delay": 0})
     wait_until(
         "all CRs Successful",
-        lambda: all_successful(api_client, fleet.namespace, COUNT),
+        lambda: all_successful(api_client, shared_fleet.namespace, COUNT),
         timeout=240,
     )
+    return shared_fleet
+
+
+def test_three_replicas_share_the_crs_evenly_without_overlap(
+    api_client: Any, three_ran_all: Fleet
+) -> None:
+    fleet = three_ran_all
     records = runs(api_client, fleet.namespace)
     assert {run.cr for run in records} == set(NAMES)
     by_cr: dict[str, set[str]] = {}
@@ -69,6 +84,37 @@ def test_three_replicas_share_the_crs_evenly_without_overlap(api_client: Any, fl
         for obj in shardees(api_client, fleet.namespace)
     }
     assert len(members) == 3
+
+
+def test_a_fourth_replica_takes_about_a_quarter(api_client: Any, three_ran_all: Fleet) -> None:
+    fleet = three_ran_all
+    before = _reconciled_by(api_client, fleet.namespace)
+    assert len(before) == COUNT
+    fleet.start(
+        "a4", extra=["--max-concurrent-reconciles=4", "--max-concurrent-reconciles-total=4"]
+    )
+    # Spec changes made while CRs move must not be lost.
+    changed = NAMES[:20]
+    _set_spec(api_client, fleet.namespace, changed, {"delay": 0, "value": "during-move"})
+    wait_until("members see the fourth", lambda: fleet.members_seen(4), timeout=30)
+    wait_until("claims settle", lambda: _settled(fleet, COUNT), timeout=120)
+    wait_until(
+        "every changed CR ran with the new spec",
+        lambda: _ran_value(api_client, fleet.namespace, changed, "during-move"),
+        timeout=90,
+    )
+    wait_until(
+        "all CRs Successful",
+        lambda: all_successful(api_client, fleet.namespace, COUNT),
+        timeout=120,
+    )
+    after = _reconciled_by(api_client, fleet.namespace)
+    moved = {cr for cr in NAMES if before[cr] != after[cr]}
+    assert 0.15 * COUNT <= len(moved) <= 0.45 * COUNT, len(moved)
+    newcomer = {r.member for r in runs(api_client, fleet.namespace) if r.replica == "a4"}
+    assert newcomer & set(after.values())
+    assert overlaps(runs(api_client, fleet.namespace)) == []
+    fleet.stop_all()  # the module's later tests need the cores more than these replicas
 
 
 def _unfinished_of(records: list[Run], replica: str) -> set[str]:
@@ -90,12 +136,18 @@ def _reconciled_by(api_client: Any, namespace: str) -> dict[str, str]:
     }
 
 
+def _claims(api_client: Any, namespace: str) -> dict[str, str]:
+    return {
+        obj["metadata"]["name"]: (obj["metadata"].get("annotations") or {}).get(CLAIM, "")
+        for obj in shardees(api_client, namespace)
+    }
+
+
 def test_sigkill_of_a_replica_mid_run_hands_its_crs_over(api_client: Any, fleet: Fleet) -> None:
-    # Enough workers that the survivors' queues do not hold up the takeover.
+    # Two workers each: the survivors cannot run all of k3's CRs within the
+    # bound, so the bound holds only if its claims move as a whole.
     for name in ("k1", "k2", "k3"):
-        fleet.start(
-            name, extra=["--max-concurrent-reconciles=8", "--max-concurrent-reconciles-total=8"]
-        )
+        fleet.start(name, extra=workers(2))
     wait_until("members see each other", lambda: fleet.members_seen(3), timeout=30)
     names = NAMES[:30]
     create_shardees(api_client, fleet.namespace, names, {"delay": 0})
@@ -110,39 +162,38 @@ def test_sigkill_of_a_replica_mid_run_hands_its_crs_over(api_client: Any, fleet:
         for cr, member in _reconciled_by(api_client, fleet.namespace).items()
         if member == dead_member
     }
-    assert held
+    assert len(held) >= 6
     # Make k3 busy with long runs of its CRs, then kill it mid-run.
-    _set_spec(api_client, fleet.namespace, held, {"delay": 8, "value": "long"})
+    _set_spec(api_client, fleet.namespace, held, {"delay": 6, "value": "long"})
     wait_until(
         "k3 is running its CRs",
-        lambda: len(_unfinished_of(runs(api_client, fleet.namespace), "k3")) >= min(3, len(held)),
+        lambda: len(_unfinished_of(runs(api_client, fleet.namespace), "k3")) >= 2,
         timeout=60,
     )
     killed_at = fleet.kill("k3")
     in_flight = _unfinished_of(runs(api_client, fleet.namespace), "k3")
     assert in_flight <= held
 
+    def claims_moved() -> bool:
+        claims = _claims(api_client, fleet.namespace)
+        return all(claims.get(cr) not in {"", dead_member} for cr in held)
+
+    # Generous for a loaded machine, yet about 10 s short of what claiming in
+    # the workers takes here (5 CRs a survivor, 2 workers, 6 s runs).
+    wait_until("k3's claims move", claims_moved, timeout=LEASE_DURATION + 40)
+    moved_after = time.time() - killed_at
+    assert moved_after <= LEASE_DURATION + 10, f"claims moved {moved_after:.1f} s after the kill"
+
     def taken_over() -> bool:
         records = runs(api_client, fleet.namespace)
         done = {
-            r.cr for r in records if r.replica != "k3" and r.start > killed_at and r.value == "long"
+            r.cr
+            for r in records
+            if r.replica != "k3" and r.start > killed_at and r.value == "long" and r.end
         }
         return held <= done
 
-    wait_until("the survivors run k3's CRs", taken_over, timeout=60)
-    records = runs(api_client, fleet.namespace)
-    started = {
-        cr: min(
-            r.start for r in records if r.cr == cr and r.replica != "k3" and r.start > killed_at
-        )
-        for cr in held
-    }
-    late = {
-        cr: round(at - killed_at, 1)
-        for cr, at in started.items()
-        if at > killed_at + LEASE_DURATION + 10
-    }
-    assert late == {}
+    wait_until("the survivors run k3's CRs", taken_over, timeout=90)
     wait_until(
         "all CRs Successful",
         lambda: all_successful(api_client, fleet.namespace, len(names)),
@@ -173,36 +224,11 @@ def _ran_value(api_client: Any, namespace: str, names: list[str], value: str) ->
     return set(names) <= done
 
 
-def test_a_fourth_replica_takes_about_a_quarter(api_client: Any, fleet: Fleet) -> None:
-    start_fleet(fleet, ["a1", "a2", "a3"])
-    names = NAMES[:60]
-    create_shardees(api_client, fleet.namespace, names, {"delay": 0})
-    wait_until(
-        "all CRs Successful",
-        lambda: all_successful(api_client, fleet.namespace, len(names)),
-        timeout=120,
-    )
-    before = _reconciled_by(api_client, fleet.namespace)
-    fleet.start("a4")
-    # Spec changes made while CRs move must not be lost.
-    _set_spec(api_client, fleet.namespace, names, {"delay": 0, "value": "during-move"})
-    wait_until("members see the fourth", lambda: fleet.members_seen(4), timeout=30)
-    wait_until("claims settle", lambda: _settled(fleet, len(names)), timeout=90)
-    wait_until(
-        "every CR ran with the new spec",
-        lambda: _ran_value(api_client, fleet.namespace, names, "during-move"),
-        timeout=90,
-    )
-    after = _reconciled_by(api_client, fleet.namespace)
-    moved = {cr for cr in names if before[cr] != after[cr]}
-    assert 0.15 * len(names) <= len(moved) <= 0.45 * len(names), len(moved)
-    newcomer = {r.member for r in runs(api_client, fleet.namespace) if r.replica == "a4"}
-    assert newcomer & set(after.values())
-    assert overlaps(runs(api_client, fleet.namespace)) == []
-
-
 def test_a_rolling_restart_converges_without_overlap(api_client: Any, fleet: Fleet) -> None:
-    start_fleet(fleet, ["b1", "b2", "b3"])
+    # A pod's grace period long enough for its runs to end (as a Deployment
+    # gives it): a run cancelled at shutdown leaves no end record to check.
+    grace = ["--graceful-shutdown-timeout=25s"]
+    start_fleet(fleet, ["b1", "b2", "b3"], extra=grace)
     names = NAMES[:15]
     create_shardees(api_client, fleet.namespace, names, {"delay": 0})
     wait_until(
@@ -213,7 +239,7 @@ def test_a_rolling_restart_converges_without_overlap(api_client: Any, fleet: Fle
     for old, new in (("b1", "c1"), ("b2", "c2"), ("b3", "c3")):
         # Runs in progress while replicas come and go.
         _set_spec(api_client, fleet.namespace, names, {"delay": 2, "value": f"during-{old}"})
-        fleet.start(new)
+        fleet.start(new, extra=grace)
         wait_until(f"{new} joined", lambda: fleet.members_seen(4), timeout=30)
         assert fleet.replicas.pop(old).stop() == 0
         wait_until(f"{old} left", lambda: fleet.members_seen(3), timeout=30)
