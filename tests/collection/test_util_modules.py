@@ -62,7 +62,16 @@ class PlaybookRun:
         res: dict[str, Any] = event["event_data"]["res"]
         items: list[dict[str, Any]] | None = res.get("results")
         if items is not None:
-            return items
+            # ansible-core 2.21 leaves `failed` out of a failed item's result too (2.19
+            # kept it there); each item's own event says whether it failed.
+            outcomes = [
+                e["event"] == "runner_item_on_failed"
+                for e in self.events
+                if e["event"] in ("runner_item_on_ok", "runner_item_on_failed")
+                and e["event_data"].get("task") == task
+            ]
+            assert len(outcomes) == len(items), (outcomes, items)
+            return [dict(item, failed=failed) for item, failed in zip(items, outcomes, strict=True)]
         # A failed task's own result carries no `failed` key; its event says so.
         return [dict(res, failed=event["event"] == "runner_on_failed")]
 

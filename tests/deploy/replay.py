@@ -6,7 +6,8 @@ then an Operator SDK project's Dockerfile on it). `Replay.build` carries out a
 Dockerfile instruction by instruction into a directory standing in for the
 image's root filesystem: WORKDIR, COPY (also `--from` another stage), ENV,
 USER and RUN, with every image path mapped under that directory, so
-`python -m venv /opt/venv` makes a fresh python3.11 virtualenv there and pip
+`python -m venv /opt/venv` makes a fresh virtualenv of the image's Python
+(the version of its `PYTHON_IMAGE`) there and pip
 installs into it exactly as the Dockerfile says. A Dockerfile built with a
 `tag` is an image the next one may name in `FROM`: its environment, working
 directory, user and entrypoint carry over, as in Docker.
@@ -79,7 +80,7 @@ class Replay:
     """Carries out Dockerfile instructions with image paths mapped under `root`."""
 
     root: Path
-    python: str  # the interpreter `python` means in the python:3.11 image
+    python: str  # the interpreter `python` means in the python image
     as_root: bool  # whether RUN may chown and switch to USER
     build_env: dict[str, str] = field(default_factory=dict)  # extra, for RUN only
     build_args: dict[str, str] = field(default_factory=dict)  # `docker build --build-arg`
@@ -270,17 +271,22 @@ class ImageOperator(OperatorProcess):
         return self
 
 
-def python311(*, for_others: bool) -> str | None:
-    """A python3.11 interpreter; `for_others`: one that other users may run too.
+def find_python(version: str, *, for_others: bool) -> str | None:
+    """A `python<version>` interpreter; `for_others`: one that other users may run too.
 
     The virtualenv links to it, and the operator runs as uid 1001: an
-    interpreter under /root (pyenv) would be out of its reach.
+    interpreter under /root (pyenv's) is out of that user's reach.
     """
-    for directory in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]:
-        candidate = Path(directory) / "python3.11"
+    home = Path.home()
+    candidates = [
+        *(Path(d) / f"python{version}" for d in os.environ.get("PATH", "").split(os.pathsep)),
+        Path("/usr/bin") / f"python{version}",
+        *sorted(home.glob(f".pyenv/versions/{version}.*/bin/python{version}"), reverse=True),
+    ]
+    for candidate in candidates:
         if not os.access(candidate, os.X_OK):
             continue
-        real = subprocess.run(
+        real = subprocess.run(  # pyenv's shims exit 127 for a version not selected
             [str(candidate), "-c", "import sys, os; print(os.path.realpath(sys._base_executable))"],
             capture_output=True,
             text=True,
@@ -297,27 +303,43 @@ def python311(*, for_others: bool) -> str | None:
     return None
 
 
-def image_python() -> tuple[str, bool]:
+def python_version_of(image: str) -> str:
+    """`python:3.12.12-slim-bookworm` -> `3.12`."""
+    match = re.fullmatch(r"python:(\d+\.\d+)[.\w-]*", image)
+    assert match, f"PYTHON_IMAGE={image}: not a python:<major>.<minor>... image"
+    return match.group(1)
+
+
+def image_python(version: str) -> tuple[str, bool]:
     """The interpreter `python` stands for, and whether the image's user can be used.
 
     As root, replayed RUN lines under USER and the operator run as the image's
     user, who needs an interpreter it can reach (Debian's /usr/bin/python3.11,
-    not one under /root). With none, or not as root, everything runs as the
-    current user.
+    not one under /root: on this machine kind, pyenv's 3.12). With none, or not
+    as root, everything runs as the current user.
     """
     as_image_user = os.geteuid() == 0
-    python = python311(for_others=True) if as_image_user else None
+    python = find_python(version, for_others=True) if as_image_user else None
     if python is None:
         if as_image_user:
             warnings.warn(
-                f"no python3.11 that uid {IMAGE_UID} can execute: the replayed image runs"
-                " as root, so running as the image's user is not checked",
+                f"no python{version} that uid {IMAGE_UID} can execute: the replayed image"
+                " runs as root, so running as the image's user is not checked",
                 stacklevel=2,
             )
         as_image_user = False
-        python = python311(for_others=False)
-    assert python is not None, "no python3.11 on PATH (the image's Python; make venv uses it)"
+        python = find_python(version, for_others=False)
+    assert python is not None, f"no python{version} on PATH, in /usr/bin or in pyenv's installs"
     return python, as_image_user
+
+
+def base_python_image(dockerfile: Path) -> str:
+    """The default of the base image's `ARG PYTHON_IMAGE`."""
+    for ins in parse(dockerfile.read_text()):
+        name, _, default = ins.text.partition("=")
+        if ins.keyword == "ARG" and name == "PYTHON_IMAGE":
+            return default
+    raise AssertionError(f"{dockerfile}: no ARG PYTHON_IMAGE")
 
 
 def replay_base(image_dir: Path, **options: Any) -> Replay:
@@ -333,9 +355,11 @@ def replay_base(image_dir: Path, **options: Any) -> Replay:
         shutil.copy2(repo / name, context / name)
     root = image_dir / "root"
     root.mkdir()
-    python, as_image_user = image_python()
+    dockerfile = repo / "operator" / "Dockerfile"
+    image = options.get("build_args", {}).get("PYTHON_IMAGE") or base_python_image(dockerfile)
+    python, as_image_user = image_python(python_version_of(image))
     replay = Replay(root=root, python=python, as_root=as_image_user, **options)
-    replay.build(repo / "operator" / "Dockerfile", context=context, tag=defaults.BASE_IMAGE)
+    replay.build(dockerfile, context=context, tag=defaults.BASE_IMAGE)
     return replay
 
 

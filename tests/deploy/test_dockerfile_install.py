@@ -12,9 +12,12 @@ be Successful.
 When the test runs as root, the operator runs as the image's user (uid 1001,
 gid 0, no passwd entry, as under an arbitrary uid) with only /tmp and
 ~/.ansible writable, the two emptyDirs config/manager mounts over a read-only
-root filesystem. That needs a python3.11 the user may execute (Debian's
-/usr/bin/python3.11, say); with none, or not as root, the operator runs as the
-current user instead. `tini --`, the ENTRYPOINT's first two words, is not run:
+root filesystem. That needs an interpreter of the image's Python version
+(`PYTHON_IMAGE`, 3.12) that the user may execute (a system python3.12, say);
+with none (pyenv's, under /root, is out of its reach), or not as root, the
+operator runs as the current user instead, with a warning.
+tests/deploy/test_sdk_project.py replays the same base image for the 2.18
+line on Debian's python3.11, as uid 1001. `tini --`, the ENTRYPOINT's first two words, is not run:
 tini is not on this machine.
 """
 

@@ -1,7 +1,7 @@
 """`pip install` of the built wheel is all a user needs, and an SDK project's `make run` runs it.
 
 The wheel and sdist are built and checked by scripts/build_dist.py (what
-`make dist` runs); the wheel is installed into a fresh python3.11 virtualenv
+`make dist` runs); the wheel is installed into a fresh virtualenv of the default line's Python
 with pip, dependencies pinned by requirements/constraints.txt and taken from
 the index through pip's cache. Everything then runs outside the checkout,
 with a fresh HOME, the virtualenv first on PATH and no ANSIBLE_* variables,
@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tests.deploy import galaxy, sdkproject, support
-from tests.deploy.replay import python311
+from tests.deploy.replay import find_python
 
 pytestmark = [pytest.mark.slow]
 
@@ -83,8 +83,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     )
     assert built.returncode == 0, built.stdout + built.stderr
     wheel = Path(built.stdout.split()[0])
-    python = python311(for_others=False)
-    assert python is not None, "no python3.11 on PATH"
+    # The default line's pins (requirements/constraints.txt) are made for this Python.
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python = find_python(version, for_others=False)
+    assert python is not None, f"no python{version} on PATH or in pyenv's installs"
     venv = base / "venv"
     subprocess.run([python, "-m", "venv", str(venv)], check=True)
     constraints = support.REPO / "requirements" / "constraints.txt"
