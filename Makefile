@@ -97,7 +97,8 @@ fmt: venv ## apply ruff formatting and safe fixes
 
 .PHONY: test
 test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-end tests on the testbed
-	PATH="$(BIN):$$PATH" $(BIN)/pytest $(PYTEST_ARGS)
+	@# --durations: the suite's budget (README) is watched from CI's log.
+	PATH="$(BIN):$$PATH" $(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 	@# The reconcile end-to-end tests once more on the cold path (--warm-ansible=false).
 	PATH="$(BIN):$$PATH" E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS)
 	$(MAKE) --no-print-directory dist

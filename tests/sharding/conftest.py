@@ -1,7 +1,7 @@
 """Fixtures for the sharding tests: the project's CRD, a namespace, and a fleet of replicas.
 
 `fleet` is a fresh fleet per test; `shared_fleet` one fleet for a module's
-tests that build on each other's state (test_sharding's 150 CRs).
+tests that build on each other's state (test_sharding's CRs).
 """
 
 from __future__ import annotations
