@@ -12,6 +12,16 @@ SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2, and exits with the run child's st
 (dying by the same signal when the child was killed). SIGKILL cannot be forwarded:
 the keeper notices the closed socket and kills the run's processes itself. When the
 server cannot be reached, the client execs the real program, so the run goes cold.
+
+Once the request is sent, the waiting is done by `/bin/sh` (`_WAITER`), exec'ed in
+place of this interpreter with the socket as fd 3: a waiting Python costs about
+3 MiB of private memory for the whole run, a waiting dash about 0.2 MiB, and a run
+has up to two clients waiting (issue 11: the burst's peak PSS). The shell forwards
+the same signals with `trap` and reads the status line with its `read` builtin, so
+it forks nothing. Between the exec and the shell's first `trap` (well under a
+millisecond) a forwarded signal ends the waiter unforwarded, as it would end a
+client that is still starting; the keeper then kills the run as for SIGKILL.
+Without an executable `/bin/sh` the client waits itself, as before.
 """
 
 from __future__ import annotations
@@ -48,6 +58,42 @@ _FORWARDED = (
     _signal.SIGUSR2,
 )
 _DEBUG_ENV = "AO_WARM_DEBUG"
+_SHELL = "/bin/sh"
+_STATUS_FD = 3
+# Variables that would make the waiting shell run someone's code or print traces
+# into the run's output (dash reads ENV only when interactive; bash is /bin/sh on
+# some images and reads BASH_ENV, exported functions and SHELLOPTS).
+_SHELL_VARS = frozenset({"ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "CDPATH"})
+
+
+def _waiter_script() -> str:
+    """POSIX sh that waits on fd 3 like `_wait_for_status` and exits like `_exit_with`.
+
+    A trapped signal interrupts `read` (dash returns 1 then, as at EOF; bash carries
+    on), so `got` tells the two apart and the partial line is kept."""
+    traps = "".join(
+        f"trap 'got=1; printf \"S{int(sig)}\\n\" >&{_STATUS_FD} 2>/dev/null' {int(sig)}\n"
+        for sig in _FORWARDED
+    )
+    message = HELPER_DIED_MESSAGE.replace("'", "")
+    return (
+        traps
+        + "line=\n"
+        + "while :; do\n"
+        + f"  part= got=; IFS= read -r part <&{_STATUS_FD}; rc=$?; line=$line$part\n"
+        + '  [ "$rc" -eq 0 ] && break\n'
+        + '  [ -n "$got" ] || break\n'
+        + "done\n"
+        + "case $line in\n"
+        + '  R-[1-9]|R-[1-9][0-9]) s=${line#R-}; trap - "$s"; kill -"$s" $$; exit $((128 + s)) ;;\n'
+        + "  R[0-9]|R[0-9][0-9]|R[0-9][0-9][0-9]) exit $((${line#R} & 255)) ;;\n"
+        + "esac\n"
+        + f"printf '%s\\n' '{message}' >&2\n"
+        + f"exit {HELPER_DIED_EXIT}\n"
+    )
+
+
+_WAITER = _waiter_script()
 
 
 def _exec_cold(real: str, argv: list[str], why: str) -> NoReturn:
@@ -82,6 +128,23 @@ def _wait_for_status(sock: _socket.socket) -> int:
     if line[:1] != b"R":
         raise EOFError
     return int(line[1:])
+
+
+def _wait_in_shell(sock: _socket.socket) -> None:
+    """Exec `/bin/sh` to wait for the run (module docstring); returns only if it cannot."""
+    if not os.access(_SHELL, os.X_OK):
+        return
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in _SHELL_VARS and not name.startswith("BASH_FUNC_")
+    }
+    try:
+        os.dup2(sock.fileno(), _STATUS_FD)
+        os.set_inheritable(_STATUS_FD, True)  # dup2 onto itself keeps close-on-exec
+        os.execve(_SHELL, ["sh", "-c", _WAITER], env)  # noqa: S606 - constant script
+    except OSError:
+        return
 
 
 def _exit_with(status: int) -> NoReturn:
@@ -119,6 +182,7 @@ def run(*, socket_env: str, real: str, argv: list[str], stdin_script: bool = Fal
 
     for sig in _FORWARDED:
         _signal.signal(sig, forward)
+    _wait_in_shell(sock)
     try:
         status = _wait_for_status(sock)
     except (EOFError, OSError, ValueError):

@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_operator.warm.client import _WAITER
 from ansible_operator.warm.protocol import (
+    HELPER_DIED_EXIT,
+    HELPER_DIED_MESSAGE,
     ProtocolError,
     Request,
     recv_request,
@@ -172,3 +175,101 @@ def test_a_request_without_file_descriptors_is_refused() -> None:
         left.sendall(b"\x00\x00\x00\x02{}")
         with pytest.raises(ProtocolError, match="3 file descriptors"):
             recv_request(right)
+
+
+def test_the_waiting_client_is_a_shell_without_shell_start_up_variables(
+    server: Path, tmp_path: Path
+) -> None:
+    # After the hand-off the client is /bin/sh (about 0.2 MiB, not a ~3 MiB Python),
+    # and variables that would make a shell run other code are not passed to it.
+    planted = tmp_path / "planted"
+    script = 'echo ready; read line; echo "$line"'
+    env_extra = {"BASH_ENV": f"{planted}", "ENV": f"{planted}", "SHELLOPTS": "xtrace"}
+    planted.write_text("echo planted >&2\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, "sh", "-c", script],
+        env={**os.environ, "PYTHONPATH": str(REPO / "operator"), SOCKET_ENV: str(server)}
+        | env_extra,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout.readline() == "ready\n"
+    exe = os.readlink(f"/proc/{proc.pid}/exe")
+    assert exe == os.path.realpath("/bin/sh")
+    environ = Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
+    assert not [v for v in environ if v.split(b"=", 1)[0] in {b"BASH_ENV", b"ENV", b"SHELLOPTS"}]
+    assert b"FOO=bar" not in environ  # sanity: this client was started without FOO
+    out, err = proc.communicate("done\n", timeout=30)
+    assert (proc.returncode, out, err) == (0, "done\n", "")
+
+
+SHELLS = [shell for shell in ("/bin/sh", "/bin/bash", "/bin/dash") if os.access(shell, os.X_OK)]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    ("name", "replies", "signals", "status", "stderr"),
+    [
+        ("exit code", [b"R3\n"], [], 3, ""),
+        ("exit code 0", [b"R0\n"], [], 0, ""),
+        ("signals forwarded first", [b"R0\n"], [signal.SIGTERM, signal.SIGUSR1], 0, ""),
+        ("status split by a signal", [b"R", b"42\n"], [signal.SIGHUP], 42, ""),
+        ("killed by a signal", [b"R-15\n"], [], -signal.SIGTERM, ""),
+        ("keeper gone", [], [], HELPER_DIED_EXIT, HELPER_DIED_MESSAGE + "\n"),
+        ("keeper gone after a signal", [], [signal.SIGINT], HELPER_DIED_EXIT, None),
+        ("not a status", [b"X1\n"], [], HELPER_DIED_EXIT, HELPER_DIED_MESSAGE + "\n"),
+    ],
+)
+def test_the_shell_waiter_reports_like_the_python_client(
+    shell: str,
+    name: str,
+    replies: list[bytes],
+    signals: list[signal.Signals],
+    status: int,
+    stderr: str | None,
+) -> None:
+    keeper, waiter = socket.socketpair()
+    with keeper, waiter:
+        fd = os.dup(waiter.fileno())
+        try:
+            proc = subprocess.Popen(
+                [shell, "-c", _WAITER],
+                # fd 3, as the client's dup2 before its exec; no threads run here.
+                preexec_fn=lambda: os.dup2(fd, 3),  # noqa: PLW1509
+                pass_fds=[fd, 3],
+                stderr=subprocess.PIPE,
+                text=True,
+                env={"PATH": os.environ.get("PATH", "")},
+            )
+        finally:
+            os.close(fd)
+        forwarded = b""
+        for index, reply in enumerate(replies or [b""]):
+            if index == len(replies) - 1 or not replies:
+                for sig in signals:  # each one reaches the keeper as `S<n>`
+                    wait_until("the waiter traps", lambda: _traps_set(proc.pid), timeout=10)
+                    proc.send_signal(sig)
+                    expected = b"S%d\n" % sig
+                    while not forwarded.endswith(expected):
+                        forwarded += keeper.recv(64)
+            if reply:
+                keeper.sendall(reply)
+        if not replies:
+            keeper.shutdown(socket.SHUT_RDWR)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == status, name
+    assert forwarded == b"".join(b"S%d\n" % sig for sig in signals), name
+    if stderr is not None:
+        assert err == stderr, name
+
+
+def _traps_set(pid: int) -> bool:
+    """True once the shell caught SIGTERM (its first trap): SigCgt in /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR2 - 1)))
+    return False
