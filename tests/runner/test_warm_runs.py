@@ -147,6 +147,11 @@ def test_warm_runs_are_forked_and_see_their_own_settings(
         _result, seen[name] = probe(each, tmp_path / name, kubeconfig=kubeconfig)
 
     assert seen["cold"]["controller_comm"] == "ansible-playboo"
+    # A warm worker starts with the run child's objects frozen (fewer copied pages);
+    # a cold one does not (the same lookup, so the check can fail).
+    assert seen["cold"]["run_child_frozen"] is False
+    assert seen["warm1"]["run_child_frozen"] is True
+    assert seen["warm2"]["run_child_frozen"] is True
     assert not seen["cold"]["module"]["comm"].startswith("ao-")
     for index, name in enumerate(("cold", "warm1", "warm2")):
         run = seen[name]

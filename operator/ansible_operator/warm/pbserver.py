@@ -15,6 +15,7 @@ parses the collection routing files once (routingmemo.py), keyed by their conten
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import NoReturn
@@ -35,6 +36,10 @@ def real_playbook(python: str = sys.executable) -> str:
 def _run_playbook(fds: list[int], request: Request, *, base_path: list[str]) -> NoReturn:
     script = real_playbook()
     child.become_fresh(fds, request, base_path=base_path, main_dir=os.path.dirname(script))
+    # Ansible forks a worker per task: what the run child built up to then (its
+    # configuration, the parsed play) goes out of the collector's reach first, so a
+    # collection in the worker writes to none of those pages (copy-on-write).
+    os.register_at_fork(before=gc.freeze)
     azcache.install(os.environ)  # payloads shared across runs, hooked on Ansible's own import
     sys.argv = [request.argv0, *request.argv]
     with open(script, "rb") as handle:
