@@ -20,7 +20,9 @@ has up to two clients waiting (issue 11: the burst's peak PSS). The shell forwar
 the same signals with `trap` and reads the status line with its `read` builtin, so
 it forks nothing. Between the exec and the shell's first `trap` (well under a
 millisecond) a forwarded signal ends the waiter unforwarded, as it would end a
-client that is still starting; the keeper then kills the run as for SIGKILL.
+client that is still starting; the keeper then kills the run as for SIGKILL. One
+that lands after the traps but before `read` blocks is forwarded only when the
+read returns, as for a Python client whose `recv` had not blocked yet.
 Without an executable `/bin/sh` the client waits itself, as before.
 """
 

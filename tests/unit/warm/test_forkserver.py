@@ -210,27 +210,24 @@ def test_the_waiting_client_is_a_shell_without_shell_start_up_variables(
 SHELLS = [shell for shell in ("/bin/sh", "/bin/bash", "/bin/dash") if os.access(shell, os.X_OK)]
 
 
+# Signals are not sent here: one that lands after the shell's `trap` but before its
+# `read` blocks waits for the read to return (as one landing before a Python
+# client's recv blocks would), which makes such a case hang or pass by timing.
+# Forwarding is covered with a real server by test_signals_are_forwarded_to_the_run.
 @pytest.mark.parametrize("shell", SHELLS)
 @pytest.mark.parametrize(
-    ("name", "replies", "signals", "status", "stderr"),
+    ("name", "replies", "status", "stderr"),
     [
-        ("exit code", [b"R3\n"], [], 3, ""),
-        ("exit code 0", [b"R0\n"], [], 0, ""),
-        ("signals forwarded first", [b"R0\n"], [signal.SIGTERM, signal.SIGUSR1], 0, ""),
-        ("status split by a signal", [b"R", b"42\n"], [signal.SIGHUP], 42, ""),
-        ("killed by a signal", [b"R-15\n"], [], -signal.SIGTERM, ""),
-        ("keeper gone", [], [], HELPER_DIED_EXIT, HELPER_DIED_MESSAGE + "\n"),
-        ("keeper gone after a signal", [], [signal.SIGINT], HELPER_DIED_EXIT, None),
-        ("not a status", [b"X1\n"], [], HELPER_DIED_EXIT, HELPER_DIED_MESSAGE + "\n"),
+        ("exit code", [b"R3\n"], 3, ""),
+        ("exit code 0", [b"R0\n"], 0, ""),
+        ("status in two writes", [b"R", b"42\n"], 42, ""),
+        ("killed by a signal", [b"R-15\n"], -signal.SIGTERM, ""),
+        ("keeper gone", [], HELPER_DIED_EXIT, HELPER_DIED_MESSAGE + "\n"),
+        ("not a status", [b"X1\n"], HELPER_DIED_EXIT, HELPER_DIED_MESSAGE + "\n"),
     ],
 )
 def test_the_shell_waiter_reports_like_the_python_client(
-    shell: str,
-    name: str,
-    replies: list[bytes],
-    signals: list[signal.Signals],
-    status: int,
-    stderr: str | None,
+    shell: str, name: str, replies: list[bytes], status: int, stderr: str
 ) -> None:
     keeper, waiter = socket.socketpair()
     with keeper, waiter:
@@ -247,29 +244,8 @@ def test_the_shell_waiter_reports_like_the_python_client(
             )
         finally:
             os.close(fd)
-        forwarded = b""
-        for index, reply in enumerate(replies or [b""]):
-            if index == len(replies) - 1 or not replies:
-                for sig in signals:  # each one reaches the keeper as `S<n>`
-                    wait_until("the waiter traps", lambda: _traps_set(proc.pid), timeout=10)
-                    proc.send_signal(sig)
-                    expected = b"S%d\n" % sig
-                    while not forwarded.endswith(expected):
-                        forwarded += keeper.recv(64)
-            if reply:
-                keeper.sendall(reply)
-        if not replies:
-            keeper.shutdown(socket.SHUT_RDWR)
+        for reply in replies:
+            keeper.sendall(reply)
+        keeper.shutdown(socket.SHUT_RDWR)
         _out, err = proc.communicate(timeout=30)
-    assert proc.returncode == status, name
-    assert forwarded == b"".join(b"S%d\n" % sig for sig in signals), name
-    if stderr is not None:
-        assert err == stderr, name
-
-
-def _traps_set(pid: int) -> bool:
-    """True once the shell caught SIGTERM (its first trap): SigCgt in /proc/<pid>/status."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) & (1 << (signal.SIGUSR2 - 1)))
-    return False
+    assert (proc.returncode, err) == (status, stderr), name
