@@ -151,6 +151,11 @@ WARM_RESTART_INTERVAL = 5.0
 # directory: at most this many, the least recently used go first (a
 # kubernetes.core.k8s payload is about 280 KB). 0 turns the sharing off.
 WARM_ANSIBALLZ_CACHE_ENTRIES = 64
+# Primed children of the playbook helper (warm/primed.py): processes that imported
+# Ansible's controller once for one configuration and fork its runs, at most this
+# many (about 6 MiB each); the least recently used goes first. 0: every run child
+# imports the controller itself.
+WARM_PRIMED_CHILDREN = 4
 # The ansible-core lines (major.minor) warm Ansible was checked on: its pre-import lists
 # (warm/preimports.py) and the module server's payload loading follow ansible-core's
 # internals. On any other line the operator logs why and every run starts cold.

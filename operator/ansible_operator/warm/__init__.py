@@ -24,7 +24,10 @@ Life of the part:
   with the run child's status. The interpreter client does the same for AnsiballZ
   module runs (script mode or pipelined stdin) and execs the real python otherwise.
 * Per connection the server forks a *keeper* (forkserver.py: `setsid`, child
-  subreaper) which forks the *run child* (child.py): it tags its process name with
+  subreaper); the playbook helper first hands the request to the *primed child* of
+  its configuration (primed.py, configkey.py: a fork that has imported Ansible's
+  controller for exactly that configuration), which forks the keeper instead. The
+  keeper forks the *run child* (child.py): it tags its process name with
   the run marker (so runner/sweep.py finds forked processes, whose /proc environ is
   the server's), takes over the stdio fds, environment, cwd and TMPDIR, and runs the
   real `ansible-playbook` script or the module payload as `__main__`, then exits like
@@ -37,7 +40,8 @@ Life of the part:
 * At shutdown the manager calls `WarmServers.stop()`: the servers are terminated and
   the directory removed. A server whose parent (the operator) is gone exits by itself.
 
-Processes: operator -> pbserver / modserver -> keeper (one per request) -> run child
+Processes: operator -> pbserver [-> primed child] / modserver -> keeper (one per
+request) -> run child
 -> ansible workers / module children; the clients are children of ansible-runner or
 of Ansible's `/bin/sh`.
 """

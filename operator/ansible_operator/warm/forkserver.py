@@ -33,20 +33,31 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
 from ansible_operator.warm.protocol import ProtocolError, Request, recv_request
 
-__all__ = ["ChildMain", "descendants", "kill_subtree", "serve"]
+__all__ = [
+    "ChildMain",
+    "Router",
+    "close_fds",
+    "descendants",
+    "kill_subtree",
+    "reap",
+    "serve",
+    "start_keeper",
+]
 
 ChildMain = Callable[[list[int], Request], NoReturn]
 """Turns the forked run child into the run; never returns."""
+_Parsed = tuple[list[int], Request]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PARENT_CHECK_SECONDS = 1.0
 _KILL_ROUNDS = 200
 _KILL_PAUSE = 0.01
 _CHILD_CRASHED = 70  # EX_SOFTWARE: child_main returned or raised
+_REQUEST_SECONDS = 5.0  # a routed request is read in the loop: a stuck client is dropped
 
 
 def descendants(root: int) -> list[int]:
@@ -70,7 +81,7 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _reap(*, block: bool) -> None:
+def reap(*, block: bool) -> None:
     while True:
         try:
             pid, _status = os.waitpid(-1, 0 if block else os.WNOHANG)
@@ -91,9 +102,9 @@ def kill_subtree() -> None:
         for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        _reap(block=False)
+        reap(block=False)
         time.sleep(_KILL_PAUSE)
-    _reap(block=False)
+    reap(block=False)
 
 
 def remove_local_temp(pid: int, env: dict[str, str]) -> None:
@@ -122,7 +133,7 @@ def _supervise(conn: socket.socket, pid: int, request: Request) -> NoReturn:
             with contextlib.suppress(OSError):
                 conn.sendall(b"R%d\n" % os.waitstatus_to_exitcode(status))
             conn.close()
-            _reap(block=True)  # orphans (async tasks): wait for them, as cold leaves them
+            reap(block=True)  # orphans (async tasks): wait for them, as cold leaves them
             os._exit(0)
         if conn.fileno() in ready:
             try:
@@ -141,16 +152,18 @@ def _supervise(conn: socket.socket, pid: int, request: Request) -> NoReturn:
                         os.kill(pid, int(line[1:]))
 
 
-def _keeper(conn: socket.socket, child_main: ChildMain) -> NoReturn:
+def _keeper(conn: socket.socket, child_main: ChildMain, parsed: _Parsed | None) -> NoReturn:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    try:
-        fds, request = recv_request(conn)
-    except (ProtocolError, OSError) as error:
-        print(f"warm server: bad request: {error}", file=sys.stderr, flush=True)
-        os._exit(1)
+    if parsed is None:
+        try:
+            parsed = recv_request(conn)
+        except (ProtocolError, OSError) as error:
+            print(f"warm server: bad request: {error}", file=sys.stderr, flush=True)
+            os._exit(1)
+    fds, request = parsed
     pid = os.fork()
     if pid == 0:
         try:
@@ -162,6 +175,36 @@ def _keeper(conn: socket.socket, child_main: ChildMain) -> NoReturn:
     for fd in fds:  # the run child's copies only: pexpect must see EOF when it ends
         os.close(fd)
     _supervise(conn, pid, request)
+
+
+def start_keeper(
+    conn: socket.socket,
+    child_main: ChildMain,
+    *,
+    parsed: _Parsed | None = None,
+    close_in_child: Callable[[], None] = lambda: None,
+) -> int:
+    """Fork the keeper of one run (it reads the request itself unless `parsed`);
+    `close_in_child` drops what the keeper must not hold (the listener, control
+    sockets). The caller closes its own copies of `conn` and the fds."""
+    pid = os.fork()
+    if pid == 0:
+        try:  # never fall back into the caller's loop (or its finally) in a keeper
+            close_in_child()
+            _keeper(conn, child_main, parsed)
+        finally:
+            os._exit(1)
+    return pid
+
+
+class Router(Protocol):
+    """Takes a parsed request to another process that serves it (primed.py)."""
+
+    def route(self, conn: socket.socket, fds: list[int], request: Request) -> bool:
+        """True when the request was handed over; False: serve it here."""
+
+    def close_in_child(self) -> None:
+        """Close the router's sockets in a process forked from the server."""
 
 
 class _Stop(Exception):
@@ -185,7 +228,40 @@ def _listen(path: Path) -> socket.socket:
     return listener
 
 
-def serve(*, socket_path: Path, child_main: ChildMain, name: str) -> NoReturn:
+def close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _dispatch(
+    conn: socket.socket, listener: socket.socket, child_main: ChildMain, router: Router | None
+) -> None:
+    def close_in_child() -> None:
+        listener.close()
+        if router is not None:
+            router.close_in_child()
+
+    if router is None:  # the keeper reads the request: the loop never waits on a client
+        start_keeper(conn, child_main, close_in_child=close_in_child)
+        return
+    try:
+        conn.settimeout(_REQUEST_SECONDS)
+        fds, request = recv_request(conn)
+        conn.settimeout(None)
+    except (ProtocolError, OSError) as error:
+        print(f"warm server: bad request: {error}", file=sys.stderr, flush=True)
+        return
+    try:
+        if not router.route(conn, fds, request):
+            start_keeper(conn, child_main, parsed=(fds, request), close_in_child=close_in_child)
+    finally:
+        close_fds(fds)
+
+
+def serve(
+    *, socket_path: Path, child_main: ChildMain, name: str, router: Router | None = None
+) -> NoReturn:
     """Accept requests until SIGTERM or until the parent process is gone."""
     parent = os.getppid()
     listener = _listen(socket_path)
@@ -199,20 +275,17 @@ def serve(*, socket_path: Path, child_main: ChildMain, name: str) -> NoReturn:
     try:
         while os.getppid() == parent:
             readable, _w, _x = select.select([listener], [], [], _PARENT_CHECK_SECONDS)
-            _reap(block=False)
+            reap(block=False)
             if not readable:
                 continue
             try:
                 conn, _addr = listener.accept()
             except OSError:
                 continue
-            if os.fork() == 0:
-                try:  # never fall back into this loop (or its finally) in a keeper
-                    listener.close()
-                    _keeper(conn, child_main)
-                finally:
-                    os._exit(1)
-            conn.close()
+            try:
+                _dispatch(conn, listener, child_main, router)
+            finally:
+                conn.close()
     except (_Stop, KeyboardInterrupt):
         pass
     finally:

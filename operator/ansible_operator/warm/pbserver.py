@@ -20,12 +20,24 @@ import os
 import sys
 from typing import NoReturn
 
+from ansible_operator.config import defaults
 from ansible_operator.errors import WarmStartError
-from ansible_operator.warm import azcache, bootstrap, child, forkserver, routingmemo
+from ansible_operator.warm import (
+    azcache,
+    bootstrap,
+    child,
+    configkey,
+    forkserver,
+    primed,
+    routingmemo,
+)
 from ansible_operator.warm.preimports import PLAYBOOK_FORBIDDEN, PLAYBOOK_PREIMPORTS
 from ansible_operator.warm.protocol import Request
 
-__all__ = ["main", "real_playbook"]
+__all__ = ["PRIMED_ENV", "main", "real_playbook"]
+
+PRIMED_ENV = "AO_WARM_PRIMED_CHILDREN"
+"""Overrides defaults.WARM_PRIMED_CHILDREN for the helper (0: no primed children)."""
 
 
 def real_playbook(python: str = sys.executable) -> str:
@@ -36,6 +48,7 @@ def real_playbook(python: str = sys.executable) -> str:
 def _run_playbook(fds: list[int], request: Request, *, base_path: list[str]) -> NoReturn:
     script = real_playbook()
     child.become_fresh(fds, request, base_path=base_path, main_dir=os.path.dirname(script))
+    primed.after_fork()  # forked from a primed child: its per-run settings, its display
     # Ansible forks a worker per task: what the run child built up to then (its
     # configuration, the parsed play) goes out of the collector's reach first, so a
     # collection in the worker writes to none of those pages (copy-on-write).
@@ -63,7 +76,34 @@ def main(argv: list[str] | None = None) -> NoReturn:
     def run_child(fds: list[int], request: Request) -> NoReturn:
         _run_playbook(fds, request, base_path=base_path)
 
-    forkserver.serve(socket_path=started.socket_path, child_main=run_child, name="playbook")
+    forkserver.serve(
+        socket_path=started.socket_path,
+        child_main=run_child,
+        name="playbook",
+        router=_primed_children(run_child, base_path=base_path),
+    )
+
+
+def _primed_children(
+    run_child: forkserver.ChildMain, *, base_path: list[str]
+) -> primed.PrimedChildren | None:
+    limit_text = os.environ.get(PRIMED_ENV, "")
+    limit = int(limit_text) if limit_text.isdigit() else defaults.WARM_PRIMED_CHILDREN
+    if limit <= 0:
+        return None
+    try:
+        definitions = configkey.load_definitions()
+    except Exception as error:  # an ansible-core we cannot read: runs stay unprimed
+        print(f"warm playbook server: not priming: {error!r}", file=sys.stderr, flush=True)
+        return None
+    return primed.PrimedChildren(
+        child_main=run_child,
+        definitions=definitions,
+        base_path=base_path,
+        main_dir=os.path.dirname(real_playbook()),
+        limit=limit,
+        prime_timeout=defaults.WARM_START_TIMEOUT,
+    )
 
 
 if __name__ == "__main__":

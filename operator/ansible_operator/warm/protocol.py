@@ -154,10 +154,12 @@ def _recv_exact(sock: _socket.socket, length: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv_request(sock: _socket.socket) -> tuple[list[int], Request]:
-    """Receive one request: the passed fds (the caller owns them) and the request."""
+def recv_request(sock: _socket.socket, *, nfds: int = 3) -> tuple[list[int], Request]:
+    """Receive one request: the passed fds (the caller owns them) and the request.
+    A client passes its 3 stdio fds; the playbook helper forwarding a request to a
+    primed child (primed.py) passes the client's connection first, so 4."""
     size = struct.calcsize("i")
-    msg, ancdata, _flags, _addr = sock.recvmsg(_HEADER.size, _socket.CMSG_SPACE(3 * size))
+    msg, ancdata, _flags, _addr = sock.recvmsg(_HEADER.size, _socket.CMSG_SPACE(nfds * size))
     received: list[int] = []
     for level, kind, data in ancdata:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
@@ -169,8 +171,8 @@ def recv_request(sock: _socket.socket) -> tuple[list[int], Request]:
         (length,) = _HEADER.unpack(msg)
         if length > _MAX_REQUEST:
             raise ProtocolError(f"request of {length} bytes is too large")
-        if len(received) != 3:
-            raise ProtocolError(f"expected 3 file descriptors, got {len(received)}")
+        if len(received) != nfds:
+            raise ProtocolError(f"expected {nfds} file descriptors, got {len(received)}")
         return received, Request.from_json(_recv_exact(sock, length))
     except BaseException:
         for fd in received:

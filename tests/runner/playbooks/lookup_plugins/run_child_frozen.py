@@ -1,9 +1,10 @@
-"""Test lookup (runs in the Ansible worker): is `ansible.constants`' namespace frozen?
+"""Test lookup (runs in the Ansible worker): is the run child's `__main__` frozen?
 
-`ansible.constants` is first imported by the run itself (never by the warm playbook
-helper), so its module dict is frozen in a worker only if the run child called
-`gc.freeze()` before forking it (warm/pbserver.py). Frozen objects are in the
-collector's permanent generation, which `gc.get_objects()` does not list.
+The `__main__` module of `ansible-playbook` is created by the run child itself (after
+it was forked from a warm server or a primed child), so its dict is frozen in a worker
+only if the run child called `gc.freeze()` before forking it (warm/pbserver.py).
+Frozen objects are in the collector's permanent generation, which `gc.get_objects()`
+does not list.
 """
 
 from __future__ import annotations
@@ -17,5 +18,5 @@ from ansible.plugins.lookup import LookupBase
 
 class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: Any = None, **kwargs: Any) -> list[Any]:
-        namespace = vars(sys.modules["ansible.constants"])
+        namespace = vars(sys.modules["__main__"])
         return [not any(obj is namespace for obj in gc.get_objects())]
