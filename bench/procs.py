@@ -25,6 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_operator.warm.protocol import PRIMED_COMM
+
 PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -128,12 +130,30 @@ class TreeSample:
     rss: int
     pss: int
     cpu: float
+    helpers: int = 0
+    """Long-lived helpers among `processes`: our playbook helper's primed children."""
+
+    @property
+    def non_helpers(self) -> int:
+        """The processes a leftover check counts (the operator, its servers, runs)."""
+        return self.processes - self.helpers
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def sample(root: int) -> TreeSample:
     pids = tree(root)
     return TreeSample(
-        processes=len(pids), rss=rss_bytes(pids), pss=pss_bytes(pids), cpu=cpu_seconds(pids)
+        processes=len(pids),
+        rss=rss_bytes(pids),
+        pss=pss_bytes(pids),
+        cpu=cpu_seconds(pids),
+        helpers=sum(1 for pid in pids if _comm(pid) == PRIMED_COMM),
     )
 
 

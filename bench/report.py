@@ -82,7 +82,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure("churn.leaked_tmp_entries", "churn: files left in TMPDIR", "count"),
     Figure("churn.leaked_sockets", "churn: event sockets left in /tmp", "count"),
     Figure("churn.leftover_objects", "churn: ConfigMaps left by deleted CRs", "count"),
-    Figure("churn.extra_processes", "churn: child processes still alive after settling", "count"),
+    Figure(
+        "churn.extra_processes",
+        "churn: child processes still alive after settling (not primed children)",
+        "count",
+    ),
+    Figure("churn.helper_processes", "churn: primed children alive (long-lived helpers)", "count"),
     Figure("churn.leftover_processes", "churn: processes left after the operator stopped", "count"),
     Figure("churn.rss_mib", "churn: RSS of the tree afterwards", "MiB"),
     Figure("latency.other_load", "noise: others' CPU during latency", "CPU share", "context"),

@@ -223,7 +223,9 @@ def _sockets() -> set[str]:
 
 def churn(ctx: Context, sockets_before: set[str]) -> dict[str, Any]:
     n = ctx.sizes.churn
-    baseline = procs.sample(ctx.operator.pid).processes
+    # Primed children (ansible_operator.warm.primed) are long-lived helpers, started
+    # by the first run of each configuration: they are not left behind by a run.
+    baseline = procs.sample(ctx.operator.pid).non_helpers
     errors: list[str] = []
 
     def cycle(i: int, crs: CrWatch) -> None:
@@ -250,7 +252,7 @@ def churn(ctx: Context, sockets_before: set[str]) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     quiet_since = time.monotonic()
     while time.monotonic() < deadline:
-        if procs.sample(ctx.operator.pid).processes > baseline:
+        if procs.sample(ctx.operator.pid).non_helpers > baseline:
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= ctx.sizes.settle:
             break
@@ -273,7 +275,8 @@ def churn(ctx: Context, sockets_before: set[str]) -> dict[str, Any]:
         "tmp_entries_sample": sorted(p.name for p in ctx.operator.tmpdir.iterdir())[:5],
         "leaked_sockets": len(_sockets() - sockets_before),
         "leftover_objects": objects,
-        "extra_processes": max(0, after.processes - baseline),
+        "extra_processes": max(0, after.non_helpers - baseline),
+        "helper_processes": after.helpers,
         "rss_mib": after.rss / MIB,
         "pss_mib": after.pss / MIB,
     }

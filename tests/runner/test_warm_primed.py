@@ -19,6 +19,7 @@ import pytest
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Outcome, RunResult
 from ansible_operator.warm.pbserver import PRIMED_ENV
+from ansible_operator.warm.protocol import KEEPER_COMM, PRIMED_COMM
 from ansible_operator.warm.supervisor import WarmServers
 from testbed.probes import wait_until
 from tests.runner.test_ansible_runs import (  # fixtures: see __all__
@@ -115,7 +116,8 @@ def test_a_primed_run_sees_every_setting_a_cold_run_sees(
 
     for name, value in expected.items():  # the case really changed the configuration
         assert value in cold["settings"][name]
-    assert warm["keeper_parent_comm"] == "ao-primed"
+    assert warm["keeper_parent_comm"] == PRIMED_COMM
+    assert warm["keeper_comm"] == KEEPER_COMM  # so a keeper is never taken for a helper
     assert warm["config_file"] == cold["config_file"]
     differing = {
         name
@@ -171,7 +173,7 @@ def test_a_configuration_ansible_warns_about_is_never_primed(
             assert result.artifacts_dir is not None
             outputs.append((result.artifacts_dir / "stdout").read_text())
             if name == "warm":
-                assert seen["keeper_parent_comm"] != "ao-primed"
+                assert seen["keeper_parent_comm"] != PRIMED_COMM
     finally:
         project.chmod(0o755)
     for output in outputs:
@@ -191,11 +193,11 @@ def test_at_most_the_configured_number_of_primed_children_live(
             monkeypatch.setenv("ANSIBLE_TIMEOUT", timeout)
             _r, run = settings_of(runner, tmp_path / f"run-{len(seen)}")
             assert run["settings"]["DEFAULT_TIMEOUT"] == timeout
-            assert run["keeper_parent_comm"] == "ao-primed"
+            assert run["keeper_parent_comm"] == PRIMED_COMM
             helper = servers.pids()["playbook"]
 
             def only_this_one(run: dict[str, Any] = run, helper: int = helper) -> bool:
-                primed = [p for p in children_of(helper) if process_name(p) == "ao-primed"]
+                primed = [p for p in children_of(helper) if process_name(p) == PRIMED_COMM]
                 return primed == [run["keeper_parent_pid"]]  # an evicted child exits
 
             wait_until("one primed child", only_this_one, timeout=10)
@@ -250,7 +252,7 @@ def test_roles_of_two_resources_share_a_primed_child_and_keep_their_roles_path(
         AnsibleRunner(root=root, warm=warm_servers), tmp_path / "warm", role=role
     )
     assert warm["mc"]["keeper_parent_pid"] == warm["other"]["keeper_parent_pid"]
-    assert warm["mc"]["keeper_parent_comm"] == "ao-primed"
+    assert warm["mc"]["keeper_parent_comm"] == PRIMED_COMM
     for name in ("mc", "other"):
         roles = warm[name]["settings"]["DEFAULT_ROLES_PATH"]
         assert f"/ns1/{name}/roles" in roles

@@ -30,7 +30,7 @@ import pytest
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Outcome, RunResult
 from ansible_operator.warm import azcache
-from ansible_operator.warm.protocol import HELPER_DIED_MESSAGE, run_comm
+from ansible_operator.warm.protocol import HELPER_DIED_MESSAGE, PRIMED_COMM, run_comm
 from ansible_operator.warm.supervisor import WarmServers
 from testbed.probes import wait_until
 from tests.runner.test_ansible_runs import (  # re-run on the warm path, see the docstring
@@ -245,7 +245,7 @@ def test_a_helper_dying_mid_run_fails_that_run_and_the_next_run_succeeds(
         wait_until("the sleeping task", lambda: bool(processes_mentioning(marker)), timeout=60)
         server = servers.pids()["playbook"]
         below = children_of(server)  # keepers, or primed children (warm/primed.py)
-        primed = [pid for pid in below if process_name(pid) == "ao-primed"]
+        primed = [pid for pid in below if process_name(pid) == PRIMED_COMM]
         keepers = [pid for pid in below if pid not in primed]
         keepers += [pid for each in primed for pid in children_of(each)]
         assert keepers, "no keeper below the playbook helper"

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, Protocol
 
-from ansible_operator.warm.protocol import ProtocolError, Request, recv_request
+from ansible_operator.warm.protocol import KEEPER_COMM, ProtocolError, Request, recv_request
 
 __all__ = [
     "ChildMain",
@@ -53,6 +53,7 @@ ChildMain = Callable[[list[int], Request], NoReturn]
 _Parsed = tuple[list[int], Request]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NAME = 15
 _PARENT_CHECK_SECONDS = 1.0
 _KILL_ROUNDS = 200
 _KILL_PAUSE = 0.01
@@ -156,7 +157,9 @@ def _keeper(conn: socket.socket, child_main: ChildMain, parsed: _Parsed | None) 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.prctl(_PR_SET_NAME, KEEPER_COMM.encode(), 0, 0, 0)  # not its server's name
     if parsed is None:
         try:
             parsed = recv_request(conn)

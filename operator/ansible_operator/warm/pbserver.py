@@ -87,8 +87,17 @@ def main(argv: list[str] | None = None) -> NoReturn:
 def _primed_children(
     run_child: forkserver.ChildMain, *, base_path: list[str]
 ) -> primed.PrimedChildren | None:
-    limit_text = os.environ.get(PRIMED_ENV, "")
-    limit = int(limit_text) if limit_text.isdigit() else defaults.WARM_PRIMED_CHILDREN
+    limit_text = os.environ.get(PRIMED_ENV, "").strip()
+    limit = defaults.WARM_PRIMED_CHILDREN
+    if limit_text.isdigit():
+        limit = int(limit_text)
+    elif limit_text:
+        print(
+            f"warm playbook server: {PRIMED_ENV}={limit_text!r} is not a whole number >= 0; "
+            f"keeping {limit} primed children",
+            file=sys.stderr,
+            flush=True,
+        )
     if limit <= 0:
         return None
     try:

@@ -45,7 +45,13 @@ from typing import Any, NoReturn
 
 from ansible_operator.warm import child, configkey
 from ansible_operator.warm.forkserver import ChildMain, close_fds, reap, start_keeper
-from ansible_operator.warm.protocol import ProtocolError, Request, recv_request, send_request
+from ansible_operator.warm.protocol import (
+    PRIMED_COMM,
+    ProtocolError,
+    Request,
+    recv_request,
+    send_request,
+)
 
 __all__ = ["PRIME_MODULES", "PrimedChildren", "after_fork"]
 
@@ -220,7 +226,7 @@ def _primed_main(
     main_dir: str,
 ) -> NoReturn:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    child.set_process_name("ao-primed")
+    child.set_process_name(PRIMED_COMM)
     # Everything inherited from the helper but this socket: the listener, other primed
     # children's sockets, the first request's connection and stdio (a held pty would
     # keep ansible-runner from seeing the run end). The frames owning those objects

@@ -25,9 +25,11 @@ __all__ = [
     "ANSIBALLZ_CACHE_ENV",
     "HELPER_DIED_EXIT",
     "HELPER_DIED_MESSAGE",
+    "KEEPER_COMM",
     "MARKER_ENV",
     "MODULE_SOCKET_ENV",
     "PLAYBOOK_SOCKET_ENV",
+    "PRIMED_COMM",
     "ProtocolError",
     "Request",
     "recv_request",
@@ -47,6 +49,11 @@ ANSIBALLZ_CACHE_ENV = "AO_WARM_ANSIBALLZ_CACHE"
 """The directory of AnsiballZ payloads shared by warm runs (azcache.py)."""
 ANSIBALLZ_CACHE_ENTRIES_ENV = "AO_WARM_ANSIBALLZ_CACHE_ENTRIES"
 """How many payloads that directory keeps."""
+PRIMED_COMM = "ao-primed"
+"""The process name of the playbook helper's primed children (primed.py): long-lived
+helpers, like the servers, never a run's process."""
+KEEPER_COMM = "ao-keeper"
+"""The process name of a keeper (forkserver.py) until its run child names itself."""
 _HEADER = struct.Struct("!I")
 _MAX_REQUEST = 64 << 20  # an environment bigger than this is not a run's
 _COMM_PREFIX = "ao-"

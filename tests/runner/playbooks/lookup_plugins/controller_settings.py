@@ -36,6 +36,7 @@ class LookupModule(LookupBase):
                 "settings": settings,
                 "config_file": str(constants.config._config_file),
                 "run_child_pid": run_child,
+                "keeper_comm": _name(keeper),
                 "keeper_parent_comm": _name(_parent(keeper)),
                 "keeper_parent_pid": _parent(keeper),
                 "cache_env": os.environ.get("ANSIBLE_CACHE_PLUGIN_CONNECTION", ""),
