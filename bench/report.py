@@ -87,7 +87,12 @@ FIGURES: tuple[Figure, ...] = (
         "churn: child processes still alive after settling (not primed children)",
         "count",
     ),
-    Figure("churn.helper_processes", "churn: primed children alive (long-lived helpers)", "count"),
+    Figure(
+        "churn.helper_processes",
+        "churn: primed children alive (long-lived helpers)",
+        "count",
+        "context",
+    ),
     Figure("churn.leftover_processes", "churn: processes left after the operator stopped", "count"),
     Figure("churn.rss_mib", "churn: RSS of the tree afterwards", "MiB"),
     Figure("latency.other_load", "noise: others' CPU during latency", "CPU share", "context"),
