@@ -112,7 +112,10 @@ def test_a_primed_run_sees_every_setting_a_cold_run_sees(
     setup(monkeypatch, root, tmp_path)
     _result, cold = settings_of(AnsibleRunner(root=root), tmp_path / "cold")
     warm_runner = AnsibleRunner(root=root, warm=warm_servers)
-    _result, warm = settings_of(warm_runner, tmp_path / "warm")
+    _result, first = settings_of(warm_runner, tmp_path / "warm")
+    # The second run shares the child the first one primed with its own per-run values.
+    _result, warm = settings_of(warm_runner, tmp_path / "warm-again")
+    assert warm["keeper_parent_pid"] == first["keeper_parent_pid"]
 
     for name, value in expected.items():  # the case really changed the configuration
         assert value in cold["settings"][name]
@@ -128,7 +131,7 @@ def test_a_primed_run_sees_every_setting_a_cold_run_sees(
     # ... and those two are the run's own: its local temp dir, its fact cache.
     local = Path(warm["settings"]["DEFAULT_LOCAL_TMP"])
     assert local.name.startswith(f"ansible-local-{warm['run_child_pid']}")
-    assert warm["settings"]["CACHE_PLUGIN_CONNECTION"] == warm["cache_env"] != cold["cache_env"]
+    assert warm["settings"]["CACHE_PLUGIN_CONNECTION"] == warm["cache_env"] != first["cache_env"]
     assert not local.exists()  # removed when the run ended
     assert not list(local.parent.glob(f"ansible-local-{warm['keeper_parent_pid']}*"))
 
@@ -270,3 +273,22 @@ def runs_of_two_resources(
         assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
         seen[name] = json.loads((out / "settings.json").read_text())
     return seen
+
+
+def test_a_primed_run_colours_its_output_as_a_cold_run_does(
+    warm_servers: WarmServers, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ansible decides at import whether stdout is a colour terminal (ansible-runner
+    # gives the run a pty); the primed child imported it with no terminal at all.
+    monkeypatch.setenv("TERM", "xterm")
+    for name in ("ANSIBLE_NOCOLOR", "ANSIBLE_FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    coloured = {}
+    warm = AnsibleRunner(root=root, warm=warm_servers)
+    for name, runner in (("cold", AnsibleRunner(root=root)), ("warm", warm), ("again", warm)):
+        result, seen = settings_of(runner, tmp_path / name)
+        assert result.artifacts_dir is not None
+        coloured[name] = "\x1b[" in (result.artifacts_dir / "stdout").read_text()
+        if name != "cold":
+            assert seen["keeper_parent_comm"] == PRIMED_COMM
+    assert coloured == {"cold": True, "warm": True, "again": True}

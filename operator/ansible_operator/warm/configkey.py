@@ -17,10 +17,11 @@ What Ansible's configuration is made of, and how the key covers it:
 * the configuration file: Ansible takes the first of `$ANSIBLE_CONFIG`,
   `./ansible.cfg`, `~/.ansible.cfg` and `/etc/ansible/ansible.cfg`; the identity of
   each (inode, size, mtime) is in the key, so an edited file gets a new child;
-* the working directory: in the key when it can change a setting, that is when it
-  holds an `ansible.cfg` or when a path-valued variable (`ANSIBLE_CONFIG` or any
-  setting of a path type) is relative or names `{{CWD}}`. Otherwise every resource's
-  project dir shares one child.
+* the working directory: in the key (with its mode: Ansible ignores an `ansible.cfg`
+  in a world-writable one) when it can change a setting, that is when it holds an
+  `ansible.cfg`, when a path-valued variable (`ANSIBLE_CONFIG` or any setting of a
+  path type) is relative or names `{{CWD}}`, or when a config file names `{{CWD}}`.
+  Otherwise every resource's project dir shares one child.
 
 tests/runner/test_warm_primed.py proves the settings of a primed run equal a cold
 run's for each of these cases.
@@ -32,6 +33,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,6 +63,7 @@ _PATH_TYPES = frozenset({"path", "pathspec", "pathlist", "tmppath", "temppath", 
 _TEMP_TYPES = frozenset({"tmppath", "temppath", "tmp"})
 _CONFIG_ENV = "ANSIBLE_CONFIG"
 _SYSTEM_CONFIG = "/etc/ansible/ansible.cfg"
+_CONFIG_READ_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -98,13 +101,28 @@ def _identity(path: str) -> list[int] | None:
         found = os.stat(path)
     except OSError:
         return None
-    return [found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns]
+    return [found.st_ino, found.st_dev, found.st_size, found.st_mtime_ns, found.st_mode]
 
 
-def _config_files(env: Mapping[str, str], cwd: str) -> list[list[int] | None]:
-    """The identity of each file Ansible may read its settings from, in its order of
-    preference (the paths themselves follow from the environment and, when it is in
-    the key, the cwd)."""
+def _world_writable(directory: str) -> bool | None:
+    try:
+        return bool(os.stat(directory).st_mode & stat.S_IWOTH)
+    except OSError:
+        return None
+
+
+def _names_cwd(path: str) -> bool:
+    """Does the config file at `path` use `{{CWD}}` (resolved against the cwd)?"""
+    try:
+        with open(path, "rb") as handle:
+            return b"{{CWD}}" in handle.read(_CONFIG_READ_LIMIT)
+    except OSError:
+        return False
+
+
+def _config_paths(env: Mapping[str, str], cwd: str) -> list[str]:
+    """Each file Ansible may read its settings from, the cwd's first (the paths follow
+    from the environment and, when it is in the key, the cwd)."""
     candidates = [os.path.join(cwd, "ansible.cfg"), _SYSTEM_CONFIG]
     named = env.get(_CONFIG_ENV)
     if named:
@@ -114,17 +132,21 @@ def _config_files(env: Mapping[str, str], cwd: str) -> list[list[int] | None]:
         candidates += [named, os.path.join(named, "ansible.cfg")]  # a file, or a dir
     if env.get("HOME"):
         candidates.append(os.path.join(env["HOME"], ".ansible.cfg"))
-    return [_identity(path) for path in candidates]
+    return candidates
 
 
 def key_for(request: Request, definitions: Definitions) -> str:
     """The key of the configuration `request` would read (see the module docstring)."""
     env = {k: v for k, v in request.env.items() if k not in PER_RUN_ENV}
-    files = _config_files(env, request.cwd)
-    cwd_matters = files[0] is not None or any(
-        _relative(env[name]) for name in definitions.path_env if name in env
+    paths = _config_paths(env, request.cwd)
+    files = [_identity(path) for path in paths]
+    cwd_matters = (
+        files[0] is not None  # ./ansible.cfg (read unless the cwd is world-writable)
+        or any(_relative(env[name]) for name in definitions.path_env if name in env)
+        or any(_names_cwd(path) for path, found in zip(paths, files, strict=True) if found)
     )
-    document = [sorted(env.items()), request.cwd if cwd_matters else None, files]
+    cwd = [request.cwd, _world_writable(request.cwd)] if cwd_matters else None
+    document = [sorted(env.items()), cwd, files]
     return hashlib.sha256(json.dumps(document).encode("utf-8", "surrogateescape")).hexdigest()
 
 

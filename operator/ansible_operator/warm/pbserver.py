@@ -89,7 +89,7 @@ def _primed_children(
 ) -> primed.PrimedChildren | None:
     limit_text = os.environ.get(PRIMED_ENV, "").strip()
     limit = defaults.WARM_PRIMED_CHILDREN
-    if limit_text.isdigit():
+    if limit_text.isascii() and limit_text.isdigit():
         limit = int(limit_text)
     elif limit_text:
         print(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import gc
 import importlib
 import os
@@ -76,6 +77,7 @@ _READY = b"K"
 _REFUSED = b"F"
 _PARENT_CHECK_SECONDS = 1.0
 _REFUSED_KEYS = 64  # remembered refusals (each a sha256 key)
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass
@@ -105,6 +107,9 @@ class PrimedChildren:
         self._timeout = prime_timeout
         self._live: OrderedDict[str, _Primed] = OrderedDict()
         self._refused: OrderedDict[str, None] = OrderedDict()
+        # An evicted child exits while its keepers may still supervise runs: they are
+        # re-parented to the helper (reaped by its loop, still in the operator's tree).
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     def route(self, conn: socket.socket, fds: list[int], request: Request) -> bool:
         try:
@@ -116,7 +121,11 @@ class PrimedChildren:
             return False
         primed = self._live.get(key)
         if primed is None:
-            primed = self._spawn(key, request)
+            try:
+                primed = self._spawn(key, request)
+            except OSError as error:  # no fd or process left: serve it unprimed
+                _log(f"cannot start a primed child ({error}); serving it unprimed")
+                return False
             if primed is None:
                 return False
         self._live.move_to_end(key)
@@ -204,14 +213,15 @@ def _prime(request: Request, *, base_path: list[str], main_dir: str) -> str | No
     if os.fstat(captured).st_size:
         return "Ansible printed a message at start-up (each run must show it)"
     os.close(captured)
-    _drop_own_local_temp()
     return None
 
 
 def _drop_own_local_temp() -> None:
     """The child's own `ansible-local-<pid>` dir: each run creates its own."""
-    constants: Any = sys.modules["ansible.constants"]
-    manager: Any = sys.modules["ansible.config.manager"]
+    constants: Any = sys.modules.get("ansible.constants")
+    manager: Any = sys.modules.get("ansible.config.manager")
+    if constants is None or manager is None:  # the import failed before that point
+        return
     atexit.unregister(manager.cleanup_tmp_file)
     local = getattr(constants, "DEFAULT_LOCAL_TMP", None)
     if isinstance(local, str):
@@ -237,6 +247,7 @@ def _primed_main(
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     reason = _prime(request, base_path=base_path, main_dir=main_dir)
+    _drop_own_local_temp()  # also when refused: this process leaves by os._exit
     for fd in (1, 2):
         os.dup2(null, fd)
     os.close(null)
@@ -280,5 +291,10 @@ def after_fork() -> None:
     # Its lock, terminal width and the stdout/stderr wrapping were made for the primed
     # child's stdio; a fresh start makes them for this run's (a new lock, too).
     type(instance).__init__(instance)
+    color = sys.modules.get("ansible.utils.color")
+    if color is not None:
+        # It decides once, at import, whether stdout is a colour terminal: the primed
+        # child's stdout was a memory file. Its functions read the module's globals.
+        importlib.reload(color)
     cli: Any = sys.modules["ansible.cli"]
     cli.check_blocking_io()

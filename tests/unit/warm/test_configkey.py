@@ -62,6 +62,19 @@ def _with_file(req: Request, name: str, text: str) -> Request:
     return req
 
 
+def _cwd_config(tmp: Path) -> Path:
+    path = tmp / "cwd.cfg"
+    path.write_text("[defaults]\nroles_path = {{CWD}}/roles\n")
+    return path
+
+
+def _chmodded(tmp: Path) -> tuple[str, str]:
+    req = _with_file(request(tmp, cwd="a"), "ansible.cfg", "[defaults]\n")
+    before = key(req)
+    Path(req.cwd).chmod(0o777)  # Ansible then ignores its ansible.cfg
+    return before, key(req)
+
+
 def _edited(tmp: Path, path: Path, **env: str) -> tuple[str, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("[defaults]\ntimeout = 1\n")
@@ -93,6 +106,11 @@ CHANGES: dict[str, Change] = {
         request(t, cwd="a"),
         _with_file(request(t, cwd="b"), "ansible.cfg", "[defaults]\n"),
     ),
+    "{{CWD}} in a config file, another cwd": lambda t: _pair(
+        request(t, cwd="a", ANSIBLE_CONFIG=str(_cwd_config(t))),
+        request(t, cwd="b", ANSIBLE_CONFIG=str(_cwd_config(t))),
+    ),
+    "the cwd with an ansible.cfg became world-writable": _chmodded,
     "an edited ANSIBLE_CONFIG": lambda t: _edited(
         t, t / "conf.cfg", ANSIBLE_CONFIG=str(t / "conf.cfg")
     ),

@@ -26,6 +26,7 @@ def _never(_fds: list[int], _request: Request) -> NoReturn:
         pytest.param("many", defaults.WARM_PRIMED_CHILDREN, True, id="not a number"),
         pytest.param("-1", defaults.WARM_PRIMED_CHILDREN, True, id="negative"),
         pytest.param("1.5", defaults.WARM_PRIMED_CHILDREN, True, id="a fraction"),
+        pytest.param("\u00b2", defaults.WARM_PRIMED_CHILDREN, True, id="a superscript digit"),
     ],
 )
 def test_the_limit_comes_from_the_environment(
