@@ -9,6 +9,7 @@ chose, and which process forked the run's keeper.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,20 +30,31 @@ from tests.runner.test_ansible_runs import (  # fixtures: see __all__
     make_request,
     root,
 )
-from tests.runner.test_warm_runs import children_of, process_name
+from tests.runner.test_warm_runs import (  # warm_servers: the same module-wide servers
+    children_of,
+    process_name,
+    warm_servers,
+)
 
-__all__ = ["_neutral_environment", "root"]
+__all__ = ["_neutral_environment", "root", "warm_servers"]
 
 PER_RUN = {"DEFAULT_LOCAL_TMP", "CACHE_PLUGIN_CONNECTION"}
 SETTINGS_PLAYBOOK = PLAYBOOKS / "controller_settings.yml"
 
 
-@pytest.fixture(scope="module")
-def warm_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmServers]:
-    servers = WarmServers(directory=tmp_path_factory.mktemp("primed") / ".warm")
+@contextlib.contextmanager
+def servers_with_primed_children(
+    limit: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WarmServers]:
+    """Warm servers of their own, started with `AO_WARM_PRIMED_CHILDREN=limit`."""
+    monkeypatch.setenv(PRIMED_ENV, limit)
+    servers = WarmServers(directory=tmp_path / ".warm")
     servers.start()
-    yield servers
-    servers.stop()
+    try:
+        yield servers
+    finally:
+        servers.stop()
+        monkeypatch.delenv(PRIMED_ENV)
 
 
 def settings_of(runner: AnsibleRunner, out: Path) -> tuple[RunResult, dict[str, Any]]:
@@ -186,10 +198,7 @@ def test_a_configuration_ansible_warns_about_is_never_primed(
 def test_at_most_the_configured_number_of_primed_children_live(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(PRIMED_ENV, "1")
-    servers = WarmServers(directory=tmp_path / ".warm")
-    servers.start()
-    try:
+    with servers_with_primed_children("1", tmp_path, monkeypatch) as servers:
         runner = AnsibleRunner(root=root, warm=servers)
         seen: list[int] = []
         for timeout in ("61", "62", "61"):
@@ -206,22 +215,14 @@ def test_at_most_the_configured_number_of_primed_children_live(
             wait_until("one primed child", only_this_one, timeout=10)
             seen.append(run["keeper_parent_pid"])
         assert len(set(seen)) == 3  # the first configuration's child was evicted
-    finally:
-        servers.stop()
-    monkeypatch.delenv(PRIMED_ENV)
 
 
 def test_zero_primed_children_serves_every_run_from_the_helper(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(PRIMED_ENV, "0")
-    servers = WarmServers(directory=tmp_path / ".warm")
-    servers.start()
-    try:
+    with servers_with_primed_children("0", tmp_path, monkeypatch) as servers:
         _r, run = settings_of(AnsibleRunner(root=root, warm=servers), tmp_path / "run")
         assert run["keeper_parent_pid"] == servers.pids()["playbook"]
-    finally:
-        servers.stop()
 
 
 @pytest.mark.parametrize("relative", [False, True], ids=["absolute paths", "a relative path"])

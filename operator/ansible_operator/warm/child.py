@@ -32,9 +32,17 @@ from typing import NoReturn
 
 from ansible_operator.warm.protocol import MARKER_ENV, Request, run_comm
 
-__all__ = ["become_fresh", "exit_like_python", "run_main", "set_process_name"]
+__all__ = [
+    "adopt_settings",
+    "become_fresh",
+    "become_subreaper",
+    "exit_like_python",
+    "run_main",
+    "set_process_name",
+]
 
 _PR_SET_NAME = 15
+_PR_SET_CHILD_SUBREAPER = 36
 _RESET_TO_DEFAULT = (
     signal.SIGTERM,
     signal.SIGHUP,
@@ -49,6 +57,11 @@ def set_process_name(name: str) -> None:
     """Set /proc/self/comm (inherited by fork, replaced by exec)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def become_subreaper() -> None:
+    """Orphans of our descendants are re-parented to this process, not to init."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _stream(fd: int, *, write: bool, errors: str, line_buffering: bool) -> io.TextIOWrapper:
@@ -73,10 +86,7 @@ def become_fresh(
     marker = request.env.get(MARKER_ENV)
     if marker:
         set_process_name(run_comm(marker))
-    os.chdir(request.cwd)
-    os.environ.clear()
-    os.environ.update(request.env)  # putenv: exec'ed grandchildren see the run's env
-    tempfile.tempdir = None  # cached from the server's TMPDIR otherwise
+    adopt_settings(request, base_path=base_path, main_dir=main_dir)
     for sig in _RESET_TO_DEFAULT:
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -93,6 +103,15 @@ def become_fresh(
     sys.__stdin__ = stdin  # type: ignore[misc]
     sys.__stdout__ = stdout  # type: ignore[misc]
     sys.__stderr__ = stderr  # type: ignore[misc]
+
+
+def adopt_settings(request: Request, *, base_path: list[str], main_dir: str | None) -> None:
+    """Take over the run's environment, cwd and import path (what the settings a fresh
+    interpreter reads at start-up come from); also how primed.py primes a child."""
+    os.chdir(request.cwd)
+    os.environ.clear()
+    os.environ.update(request.env)  # putenv: exec'ed grandchildren see the run's env
+    tempfile.tempdir = None  # cached from the server's TMPDIR otherwise
     sys.path[:] = ([main_dir] if main_dir is not None else []) + base_path
 
 

@@ -29,6 +29,7 @@ run's for each of these cases.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -44,7 +45,14 @@ import yaml
 
 from ansible_operator.warm.protocol import MARKER_ENV, Request
 
-__all__ = ["PER_RUN_ENV", "Definitions", "key_for", "load_definitions", "refresh_settings"]
+__all__ = [
+    "PER_RUN_ENV",
+    "Definitions",
+    "key_for",
+    "load_definitions",
+    "per_run_settings",
+    "refresh_settings",
+]
 
 PER_RUN_ENV = frozenset(
     {
@@ -150,20 +158,31 @@ def key_for(request: Request, definitions: Definitions) -> str:
     return hashlib.sha256(json.dumps(document).encode("utf-8", "surrogateescape")).hexdigest()
 
 
+@functools.cache
+def per_run_settings() -> tuple[str, ...]:
+    """The settings of `ansible.constants` that are per run: a temporary directory, or
+    fed by a variable of `PER_RUN_ENV`. Found once per primed child, which calls it
+    before it forks any run."""
+    config = sys.modules["ansible.constants"].config
+    names = []
+    for name, definition in config.get_configuration_definitions().items():
+        env_names = {str(e.get("name")) for e in definition.get("env") or ()}
+        if definition.get("type") in _TEMP_TYPES or env_names & PER_RUN_ENV:
+            names.append(name)
+    return tuple(names)
+
+
 def refresh_settings() -> list[str]:
     """In a run child forked from a primed child: read again the settings that are
-    per run (see the module docstring) from this run's environment. Returns their names.
+    per run (`per_run_settings()`) from this run's environment. Returns their names.
 
     The local temp directory is created anew (`ansible-local-<this pid>...`, removed at
     exit by the handler Ansible registers), as a cold `ansible-playbook` creates its own.
     """
     constants: Any = sys.modules["ansible.constants"]
-    config = constants.config
-    refreshed = []
-    for name, definition in config.get_configuration_definitions().items():
-        env_names = {str(e.get("name")) for e in definition.get("env") or ()}
-        if definition.get("type") in _TEMP_TYPES or env_names & PER_RUN_ENV:
-            value = config.get_config_value(name, variables=vars(constants))
-            constants.set_constant(name, value)
-            refreshed.append(name)
-    return refreshed
+    names = per_run_settings()
+    for name in names:
+        constants.set_constant(
+            name, constants.config.get_config_value(name, variables=vars(constants))
+        )
+    return list(names)

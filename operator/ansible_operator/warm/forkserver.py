@@ -21,7 +21,6 @@ parent (the operator) is gone, or on SIGTERM, removing its socket.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import os
 import re
@@ -35,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, Protocol
 
+from ansible_operator.warm import child
 from ansible_operator.warm.protocol import KEEPER_COMM, ProtocolError, Request, recv_request
 
 __all__ = [
@@ -52,8 +52,6 @@ ChildMain = Callable[[list[int], Request], NoReturn]
 """Turns the forked run child into the run; never returns."""
 _Parsed = tuple[list[int], Request]
 
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_SET_NAME = 15
 _PARENT_CHECK_SECONDS = 1.0
 _KILL_ROUNDS = 200
 _KILL_PAUSE = 0.01
@@ -157,9 +155,8 @@ def _keeper(conn: socket.socket, child_main: ChildMain, parsed: _Parsed | None) 
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    libc.prctl(_PR_SET_NAME, KEEPER_COMM.encode(), 0, 0, 0)  # not its server's name
+    child.become_subreaper()
+    child.set_process_name(KEEPER_COMM)  # not its server's name
     if parsed is None:
         try:
             parsed = recv_request(conn)

@@ -3,8 +3,8 @@
 Where this sits: the playbook helper (pbserver.py) passes a `PrimedChildren` to
 forkserver.serve() as its router. The helper itself may not import `ansible.constants`
 (every run must read its own configuration), so without this every run child imports
-about 130 controller modules itself: some 0.2 s of CPU a run, half of what a warm
-reconcile costs. A primed child does those imports once for one configuration
+about 130 controller modules itself: about 0.1 s of CPU a run, a third of a warm run
+(docs/runner.md, "Primed children"). A primed child does those imports once for one configuration
 (configkey.py says which runs share one) and forks the keepers and run children of
 every run with that configuration.
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import gc
 import importlib
 import os
@@ -39,7 +38,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -77,7 +75,6 @@ _READY = b"K"
 _REFUSED = b"F"
 _PARENT_CHECK_SECONDS = 1.0
 _REFUSED_KEYS = 64  # remembered refusals (each a sha256 key)
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass
@@ -109,7 +106,7 @@ class PrimedChildren:
         self._refused: OrderedDict[str, None] = OrderedDict()
         # An evicted child exits while its keepers may still supervise runs: they are
         # re-parented to the helper (reaped by its loop, still in the operator's tree).
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        child.become_subreaper()
 
     def route(self, conn: socket.socket, fds: list[int], request: Request) -> bool:
         try:
@@ -188,12 +185,8 @@ def _log(message: str) -> None:
 def _prime(request: Request, *, base_path: list[str], main_dir: str) -> str | None:
     """Import the controller as this request's run would; the reason when it must not
     be shared."""
-    os.chdir(request.cwd)
-    os.environ.clear()
-    os.environ.update(request.env)
-    tempfile.tempdir = None
+    child.adopt_settings(request, base_path=base_path, main_dir=main_dir)
     sys.argv = [request.argv0]
-    sys.path[:] = [main_dir, *base_path]
     captured = os.memfd_create("ao-primed-stdio")
     for fd in (1, 2):
         os.dup2(captured, fd)
@@ -255,6 +248,7 @@ def _primed_main(
         with contextlib.suppress(OSError):
             sock.sendall(_REFUSED + reason.encode()[:4000])
         os._exit(0)
+    configkey.per_run_settings()  # found once here; every run child inherits the list
     gc.freeze()  # as in the helper: the controller's objects stay out of the collector
     sock.sendall(_READY)
     _serve(sock, child_main)
