@@ -152,6 +152,13 @@ def test_warm_runs_are_forked_and_see_their_own_settings(
     assert seen["cold"]["run_child_frozen"] is False
     assert seen["warm1"]["run_child_frozen"] is True
     assert seen["warm2"]["run_child_frozen"] is True
+    # What the primed child and the module server imported before forking is sealed
+    # (immortal: using it copies no page); a cold run's objects are ordinary.
+    assert seen["cold"]["controller_sealed"] is False
+    assert seen["cold"]["module"]["client_sealed"] is False
+    for name in ("warm1", "warm2"):
+        assert seen[name]["controller_sealed"] is True
+        assert seen[name]["module"]["client_sealed"] is True
     assert not seen["cold"]["module"]["comm"].startswith("ao-")
     for index, name in enumerate(("cold", "warm1", "warm2")):
         run = seen[name]

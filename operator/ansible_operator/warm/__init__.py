@@ -23,6 +23,10 @@ Life of the part:
   sends fds 0-2 (SCM_RIGHTS), argv, environment and cwd, forwards signals and exits
   with the run child's status. The interpreter client does the same for AnsiballZ
   module runs (script mode or pipelined stdin) and execs the real python otherwise.
+* Before its first fork each server, and each primed child, *seals* what it imported
+  (immortal.py): everything its modules reach gets CPython's immortal reference
+  count, so the processes forked from it use those objects without copying their
+  pages.
 * Per connection the server forks a *keeper* (forkserver.py: `setsid`, child
   subreaper); the playbook helper first hands the request to the *primed child* of
   its configuration (primed.py, configkey.py: a fork that has imported Ansible's

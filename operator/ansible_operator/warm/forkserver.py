@@ -21,7 +21,6 @@ parent (the operator) is gone, or on SIGTERM, removing its socket.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import re
 import select
@@ -34,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, Protocol
 
-from ansible_operator.warm import child
+from ansible_operator.warm import child, immortal
 from ansible_operator.warm.protocol import KEEPER_COMM, ProtocolError, Request, recv_request
 
 __all__ = [
@@ -266,7 +265,7 @@ def serve(
     parent = os.getppid()
     listener = _listen(socket_path)
     signal.signal(signal.SIGTERM, _raise_stop)
-    gc.freeze()  # pre-imported objects stay out of the collector: fewer copied pages
+    immortal.seal()  # pre-imported objects are neither counted nor collected: fewer copied pages
     print(
         f"warm {name} server {os.getpid()} ready on {socket_path} ({len(sys.modules)} modules)",
         file=sys.stderr,

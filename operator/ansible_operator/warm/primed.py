@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import importlib
 import os
 import select
@@ -42,7 +41,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from ansible_operator.warm import child, configkey
+from ansible_operator.warm import child, configkey, immortal
 from ansible_operator.warm.forkserver import ChildMain, close_fds, reap, start_keeper
 from ansible_operator.warm.protocol import (
     PRIMED_COMM,
@@ -249,7 +248,7 @@ def _primed_main(
             sock.sendall(_REFUSED + reason.encode()[:4000])
         os._exit(0)
     configkey.per_run_settings()  # found once here; every run child inherits the list
-    gc.freeze()  # as in the helper: the controller's objects stay out of the collector
+    immortal.seal()  # as in the helper: the controller's objects are shared for good
     sock.sendall(_READY)
     _serve(sock, child_main)
 

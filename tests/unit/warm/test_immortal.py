@@ -1,0 +1,119 @@
+"""warm/immortal.py: what `seal()` makes immortal, what it leaves alone, and its switch.
+
+Sealing changes the process it runs in for good, so each case runs in a fresh
+interpreter (`_sealed_in_child`), never in the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from ansible_operator.warm import immortal
+
+_CHILD = r"""
+import ctypes, gc, json, socket, sys, types, weakref
+from ansible_operator.warm import immortal
+
+module = types.ModuleType("sealme")
+exec(
+    "def f(x):\n    return x + 1\n"
+    "class C:\n    def m(self):\n        return 2\n"
+    "TABLE = {'k': [1, 2]}\n",
+    module.__dict__,
+)
+sys.modules["sealme"] = module
+
+def check():
+    held = socket.socket()  # only this frame holds it: it must still be closed
+    ref = weakref.ref(held)
+    sealed = immortal.seal()
+    again = immortal.seal()
+    count = ctypes.c_ssize_t.from_address(id(module.f))
+    before = count.value
+    holders = [module.f] * 100
+    taken = count.value
+    del holders
+    module.TABLE["k"].append(3)  # sealed containers stay mutable
+    out = {
+        "sealed": sealed,
+        "again": again,
+        "function": immortal.is_sealed(module.f),
+        "code": immortal.is_sealed(module.f.__code__),
+        "class": immortal.is_sealed(module.C),
+        "method": immortal.is_sealed(module.C.m),
+        "table": immortal.is_sealed(module.TABLE),
+        "item": immortal.is_sealed(module.TABLE["k"]),
+        "new_object": immortal.is_sealed(object()),
+        "frame_local": immortal.is_sealed(held),
+        "count_moved": taken != before or count.value != before,
+        "still_works": module.f(1) == 2 and module.C().m() == 2 and module.TABLE["k"] == [1, 2, 3],
+        "frozen": gc.get_freeze_count() > 0,
+    }
+    del held
+    out["local_freed"] = ref() is None
+    return out
+
+print(json.dumps(check()))
+"""
+
+
+def _sealed_in_child(env_value: str | None) -> tuple[dict[str, Any], str]:
+    env = dict(os.environ)
+    env.pop(immortal.SEAL_ENV, None)
+    if env_value is not None:
+        env[immortal.SEAL_ENV] = env_value
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout), done.stderr
+
+
+needs_support = pytest.mark.skipif(
+    not immortal.supported(), reason="this interpreter has no immortal objects to use"
+)
+
+
+def test_support_follows_the_interpreter() -> None:
+    expected = sys.implementation.name == "cpython" and sys.version_info[:2] in ((3, 12), (3, 13))
+    assert immortal.supported() is expected
+
+
+@needs_support
+@pytest.mark.parametrize("value", [None, "", "1", " 1 "], ids=["unset", "empty", "1", "spaces"])
+def test_seal_makes_what_modules_reach_immortal(value: str | None) -> None:
+    seen, stderr = _sealed_in_child(value)
+    assert seen["sealed"] > 1000  # the interpreter's own modules, and sealme
+    assert seen["again"] == 0  # nothing new since: the walk stops at sealed objects
+    for name in ("function", "code", "class", "method", "table", "item"):
+        assert seen[name] is True, name
+    assert seen["count_moved"] is False  # taking 100 references wrote nothing
+    assert seen["still_works"] is True
+    assert seen["new_object"] is False
+    assert seen["frame_local"] is False  # the caller's own objects are left alone...
+    assert seen["local_freed"] is True  # ...and freed when their last reference goes
+    assert seen["frozen"] is True
+    assert stderr == ""
+
+
+@pytest.mark.parametrize("value", ["0", " 0"], ids=["0", "0 with a space"])
+def test_zero_only_freezes(value: str) -> None:
+    seen, stderr = _sealed_in_child(value)
+    assert seen["sealed"] == 0
+    assert seen["function"] is False
+    assert seen["count_moved"] is True
+    assert seen["frozen"] is True  # gc.freeze() still happens
+    assert stderr == ""
+
+
+@needs_support
+@pytest.mark.parametrize("value", ["yes", "off", "2"])
+def test_a_bad_value_is_reported_and_sealing_stays_on(value: str) -> None:
+    seen, stderr = _sealed_in_child(value)
+    assert seen["function"] is True
+    assert f"{immortal.SEAL_ENV}={value!r} is neither 0 nor 1" in stderr
