@@ -265,15 +265,15 @@ def serve(
     parent = os.getppid()
     listener = _listen(socket_path)
     signal.signal(signal.SIGTERM, _raise_stop)
-    began = time.monotonic()
-    sealed = immortal.seal()  # pre-imported objects are neither counted nor collected
-    print(
-        f"warm {name} server {os.getpid()} ready on {socket_path} ({len(sys.modules)} modules,"
-        f" {sealed} objects sealed in {time.monotonic() - began:.2f} s)",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
+    try:  # a SIGTERM while sealing (0.2 s) also removes the socket
+        began = time.monotonic()
+        sealed = immortal.seal()  # pre-imported objects are neither counted nor collected
+        print(
+            f"warm {name} server {os.getpid()} ready on {socket_path} ({len(sys.modules)}"
+            f" modules, {sealed} objects sealed in {time.monotonic() - began:.2f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
         while os.getppid() == parent:
             readable, _w, _x = select.select([listener], [], [], _PARENT_CHECK_SECONDS)
             reap(block=False)

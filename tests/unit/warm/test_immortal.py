@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from typing import Any
 
 import pytest
@@ -34,6 +35,9 @@ def check():
     ref = weakref.ref(held)
     sealed = immortal.seal()
     again = immortal.seal()
+    module.TABLE["late"] = ["added after sealing"]
+    module.LATE = ["a new global"]
+    late = immortal.seal()
     count = ctypes.c_ssize_t.from_address(id(module.f))
     before = count.value
     holders = [module.f] * 100
@@ -43,6 +47,10 @@ def check():
     out = {
         "sealed": sealed,
         "again": again,
+        "late": late,
+        # Reached only through sealed containers: left ordinary (immortal.py says why).
+        "late_entry": immortal.is_sealed(module.TABLE["late"]),
+        "late_global": immortal.is_sealed(module.LATE),
         "function": immortal.is_sealed(module.f),
         "code": immortal.is_sealed(module.f.__code__),
         "class": immortal.is_sealed(module.C),
@@ -80,7 +88,12 @@ needs_support = pytest.mark.skipif(
 
 
 def test_support_follows_the_interpreter() -> None:
-    expected = sys.implementation.name == "cpython" and sys.version_info[:2] in ((3, 12), (3, 13))
+    expected = (
+        sys.implementation.name == "cpython"
+        and sys.version_info[:2] in ((3, 12), (3, 13))
+        and not sysconfig.get_config_var("Py_GIL_DISABLED")
+        and not hasattr(sys, "getobjects")
+    )
     assert immortal.supported() is expected
 
 
@@ -90,6 +103,9 @@ def test_seal_makes_what_modules_reach_immortal(value: str | None) -> None:
     seen, stderr = _sealed_in_child(value)
     assert seen["sealed"] > 1000  # the interpreter's own modules, and sealme
     assert seen["again"] == 0  # nothing new since: the walk stops at sealed objects
+    assert seen["late"] == 0
+    assert seen["late_entry"] is False
+    assert seen["late_global"] is False
     for name in ("function", "code", "class", "method", "table", "item"):
         assert seen[name] is True, name
     assert seen["count_moved"] is False  # taking 100 references wrote nothing
@@ -117,3 +133,20 @@ def test_a_bad_value_is_reported_and_sealing_stays_on(value: str) -> None:
     seen, stderr = _sealed_in_child(value)
     assert seen["function"] is True
     assert f"{immortal.SEAL_ENV}={value!r} is neither 0 nor 1" in stderr
+
+
+@needs_support
+def test_the_setting_is_read_once_at_import() -> None:
+    # A primed child takes over a run's environment before it seals: the run's own
+    # AO_WARM_SEAL must not decide for it; the helper's, read at import, does.
+    code = (
+        "import os\n"
+        "from ansible_operator.warm import immortal\n"
+        f"os.environ[{immortal.SEAL_ENV!r}] = '0'\n"
+        "print(immortal.seal() > 0)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != immortal.SEAL_ENV}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "True"
