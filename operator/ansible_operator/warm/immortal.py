@@ -47,16 +47,20 @@ SEAL_ENV = "AO_WARM_SEAL"
 # an object is immortal when the low 32 bits, read as a signed int, are negative, and
 # immortal objects hold exactly this value (_Py_IMMORTAL_REFCNT).
 _IMMORTAL = 0xFFFFFFFF
-_LOW = 0xFFFFFFFF
+_SIGN_OF_LOW_HALF = 0x80000000
 
 
 def _count(address: int) -> ctypes.c_ssize_t:
     return ctypes.c_ssize_t.from_address(address)
 
 
+def _immortal(count: int) -> bool:
+    return bool(count & _SIGN_OF_LOW_HALF)
+
+
 def is_sealed(obj: object) -> bool:
     """True when `obj`'s reference count holds the immortal value."""
-    return ctypes.c_int32(_count(id(obj)).value & _LOW).value < 0
+    return _immortal(_count(id(obj)).value)
 
 
 def _probe() -> bool:
@@ -123,7 +127,7 @@ def _seal_reachable(roots: list[object]) -> int:
     while stack:
         obj = stack.pop()
         count = _count(id(obj))
-        if ctypes.c_int32(count.value & _LOW).value < 0:
+        if _immortal(count.value):
             continue
         count.value = _IMMORTAL
         sealed += 1
@@ -136,8 +140,6 @@ def seal() -> int:
     `gc.freeze()`; return how many objects were sealed (0: only frozen)."""
     sealed = 0
     if _enabled():
-        roots: list[object] = list(sys.modules.values())
-        sealed = _seal_reachable(roots)
-        del roots
+        sealed = _seal_reachable(list(sys.modules.values()))
     gc.freeze()  # also for what is not sealed: the collector then never walks it
     return sealed

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import tempfile
 
@@ -10,18 +9,14 @@ from ansible.module_utils.basic import AnsibleModule
 from kubernetes import client, config
 from kubernetes.config import kube_config
 
+from ansible_operator.warm.immortal import is_sealed
+
 
 def _bearer() -> str:
     """The token the kubernetes client loads from its default kubeconfig location."""
     config.load_kube_config()
     api_key = client.Configuration.get_default_copy().api_key
     return str(api_key.get("authorization") or api_key.get("BearerToken") or "")
-
-
-def _sealed(obj: object) -> bool:
-    """Immortal (warm/immortal.py sealed it in the module server before the fork)."""
-    count = ctypes.c_ssize_t.from_address(id(obj)).value
-    return ctypes.c_int32(count & 0xFFFFFFFF).value < 0
 
 
 def main() -> None:
@@ -39,7 +34,7 @@ def main() -> None:
             "kube_default": kube_config.KUBE_CONFIG_DEFAULT_LOCATION,
             "bearer": _bearer() if os.environ.get("KUBECONFIG") else "",
             "probe_var": os.environ.get("ANSIBLE_WARM_PROBE", ""),
-            "client_sealed": _sealed(client.ApiClient.call_api),
+            "client_sealed": is_sealed(client.ApiClient.call_api),  # by the module server
         },
     )
 
