@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ansible_operator.kube.client import Kube, NotFound
+from ansible_operator.errors import NotFound
+from ansible_operator.kube.client import Kube
 from ansible_operator.proxy import Owner
 from ansible_operator.proxy.ownership import OWNER_ANNOTATION, OWNER_TYPE_ANNOTATION
 from tests.proxy.conftest import OwnerKinds, Running

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_operator.config.durations import DurationError, parse_go_duration
-from ansible_operator.errors import Permanent
+from ansible_operator.errors import BadAnnotation
 
 PREFIX = "ansible.sdk.operatorframework.io/"
 RECONCILE_PERIOD = PREFIX + "reconcile-period"
@@ -28,10 +28,6 @@ OBSERVE_ONLY = PREFIX + "observe-only"
 # What Go's strconv.ParseBool accepts.
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-class BadAnnotation(Permanent):
-    """An annotation the user must fix; the message is shown in the CR's status."""
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -45,9 +45,9 @@ import urllib3
 
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
-from ansible_operator.errors import KubeUnavailable, OperatorError
+from ansible_operator.errors import ApiError, KubeUnavailable, OperatorError
 from ansible_operator.kube import deepjson
-from ansible_operator.kube.client import ApiError, Kube, ResourceInfo
+from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import OwnerLink, PrimaryIndex, Touch, owner_links
 

@@ -36,14 +36,13 @@ from typing import Any, Final, Protocol, cast
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import statuswrite
-from ansible_operator.controller.annotations import BadAnnotation
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.queue import Key, WorkQueue
 from ansible_operator.controller.reconciler import Gate
 from ansible_operator.controller.reporting import EventSink
 from ansible_operator.controller.watching import controller_name
 from ansible_operator.controller.workers import Outcome
-from ansible_operator.errors import OperatorError
+from ansible_operator.errors import BadAnnotation, OperatorError
 from ansible_operator.kube.client import Kube, KubeApi, ResourceInfo
 from ansible_operator.observability.events import ObjectRef
 from ansible_operator.observability.metrics import format_gvk

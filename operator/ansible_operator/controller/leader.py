@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_operator.errors import OperatorError
-from ansible_operator.kube.client import ApiError, Conflict, Kube, NotFound, ResourceInfo
+from ansible_operator.errors import Conflict, NotFound, OperatorError
+from ansible_operator.kube.client import Kube, ResourceInfo
 
 log = logging.getLogger("ansible_operator.leader")
 
@@ -171,7 +171,7 @@ class LeaderElector:
                     )
                     self._start_renewing()
                     return True
-            except (ApiError, OperatorError) as err:
+            except OperatorError as err:  # ApiError included
                 log.warning("leader election attempt failed: %s", err)
             stop.wait(self.config.retry_period)
         return False
@@ -187,7 +187,7 @@ class LeaderElector:
                 if self.try_acquire_or_renew():
                     last_renewal = time.monotonic()
                     continue
-            except (ApiError, OperatorError) as err:
+            except OperatorError as err:  # ApiError included
                 log.warning("renewing the leader lease failed: %s", err)
             if time.monotonic() - last_renewal > self.config.renew_deadline:
                 self._leader.clear()
@@ -213,5 +213,5 @@ class LeaderElector:
                 "PUT", LEASES.path(namespace=cfg.namespace, name=cfg.name), body=lease
             )
             log.info("released leader lease %s/%s", cfg.namespace, cfg.name)
-        except (ApiError, OperatorError) as err:
+        except OperatorError as err:  # ApiError included
             log.warning("releasing the leader lease failed: %s", err)

@@ -57,7 +57,7 @@ from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.tasklog import task_logger
 from ansible_operator.controller.watching import controller_name
 from ansible_operator.controller.workers import Outcome
-from ansible_operator.errors import Permanent, RetryLater
+from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
 from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.observability.logging import ObjectLogger, object_logger
 from ansible_operator.runner import inputdir
@@ -183,7 +183,7 @@ class Reconciler:
         try:
             period = self._period(obj)
             observe_only = settings_for(self.watch, obj).observe_only
-        except cr_annotations.BadAnnotation as err:
+        except BadAnnotation as err:
             managed = self.watch.manage_status and self.resource.has_status
             status_res = self.resource if managed else None
             self.report.stopped(

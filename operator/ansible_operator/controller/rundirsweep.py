@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ansible_operator.config.watches import Watch
-from ansible_operator.errors import KubeUnavailable
-from ansible_operator.kube.client import ApiError, KubeApi, ResourceInfo
+from ansible_operator.errors import ApiError, KubeUnavailable
+from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.runner import inputdir
 
 __all__ = ["remove_gone", "start_sweep"]

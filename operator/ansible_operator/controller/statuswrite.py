@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_operator.errors import RetryLater
-from ansible_operator.kube.client import Conflict, KubeApi, NotFound, ResourceInfo
+from ansible_operator.errors import Conflict, NotFound, RetryLater
+from ansible_operator.kube.client import KubeApi, ResourceInfo
 
 ATTEMPTS = 5
 

@@ -6,9 +6,10 @@ for watching. Requests go through the `kubernetes` package's ApiClient (auth,
 TLS, proxies) but bodies stay plain dicts: custom resources have no generated
 models, and a round-trip through models would drop unknown fields.
 
-Errors: 404 → NotFound, 409 → Conflict, 5xx / 429 / connection failures →
-KubeUnavailable (retry later), any other 4xx → ApiError (permanent for this
-input). Each carries the HTTP status and the API server's message.
+Errors (errors.py): 404 → NotFound, 409 → Conflict, 5xx / 429 / connection
+failures → KubeUnavailable (retry later), any other 4xx → ApiError (this
+request cannot succeed as it is). Each carries the HTTP status and the API
+server's message. The names stay importable from here.
 
 `KubeApi` is the seam the reconcile path (reconciler, finalizers, status
 writes) depends on; `Kube` is the real implementation and kube.fake.FakeKube
@@ -32,7 +33,7 @@ from kubernetes import client, config
 from kubernetes.client import rest
 from kubernetes.client.api_client import RequestSerialized
 
-from ansible_operator.errors import KubeUnavailable, Permanent
+from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
 from ansible_operator.kube import deepjson, login
 
 JSON = dict[str, Any]
@@ -40,24 +41,6 @@ JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 _LIST_PAGE = 500
 JSON_PATCH = "application/json-patch+json"
-
-
-class ApiError(Permanent):
-    """The API server rejected the request; retrying the same request cannot help."""
-
-    def __init__(self, status: int, message: str, *, reason: str = "") -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-
-class NotFound(ApiError):
-    """The object (or its kind) does not exist."""
-
-
-class Conflict(ApiError):
-    """The object changed since it was read (resourceVersion mismatch) or already exists."""
 
 
 @dataclass(frozen=True)

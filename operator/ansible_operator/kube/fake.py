@@ -39,16 +39,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_operator.kube.client import (
-    JSON,
-    JSON_PATCH,
-    MERGE_PATCH,
-    ApiError,
-    Conflict,
-    KubeApi,
-    NotFound,
-    ResourceInfo,
-)
+from ansible_operator.errors import ApiError, Conflict, NotFound
+from ansible_operator.kube.client import JSON, JSON_PATCH, MERGE_PATCH, KubeApi, ResourceInfo
 from ansible_operator.kube.patching import json_patch, merge_patch
 from ansible_operator.observability.events import ObjectRef
 

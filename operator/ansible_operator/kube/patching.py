@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_operator.kube.client import ApiError
+from ansible_operator.errors import ApiError
 
 _UNPROCESSABLE = 422
 

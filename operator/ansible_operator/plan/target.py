@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from ansible_operator.config.watches import Watch
-from ansible_operator.errors import OperatorError
-from ansible_operator.kube.client import Kube, NotFound, ResourceInfo
+from ansible_operator.errors import NotFound, OperatorError
+from ansible_operator.kube.client import Kube, ResourceInfo
 
 
 class PlanInputError(OperatorError):

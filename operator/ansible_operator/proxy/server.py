@@ -56,9 +56,9 @@ import urllib3
 import yaml
 from kubernetes.client import Configuration
 
-from ansible_operator.errors import ConfigError, OperatorError
+from ansible_operator.errors import ConfigError, NotFound, OperatorError
 from ansible_operator.kube import deepjson
-from ansible_operator.kube.client import Kube, NotFound, ResourceInfo
+from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.handler import ProxyHandler
 from ansible_operator.proxy.ownership import (

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ansible_operator import errors
 from ansible_operator.controller import annotations
 
 LOG = logging.LoggerAdapter(logging.getLogger("test"), {})
@@ -26,7 +27,7 @@ def test_reconcile_period(raw: str, seconds: float) -> None:
 def test_reconcile_period_absent_or_bad() -> None:
     assert annotations.reconcile_period({"metadata": {}}) is None
     with pytest.raises(
-        annotations.BadAnnotation,
+        errors.BadAnnotation,
         match='Unable to parse reconcile period annotation: time: invalid duration "soon"',
     ):
         annotations.reconcile_period(cr(**{"reconcile-period": "soon"}))

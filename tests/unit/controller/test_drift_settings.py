@@ -9,8 +9,8 @@ import pytest
 
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import GVK, Watch, WatchesError
-from ansible_operator.controller.annotations import BadAnnotation
 from ansible_operator.controller.driftsettings import DriftSettings, settings_for
+from ansible_operator.errors import BadAnnotation
 from tests.unit.config import load_text, make_project
 
 ENTRY = "- {version: v1, group: shop.example.org, kind: Basket, role: basket, %s}\n"

@@ -26,8 +26,8 @@ from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
 from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.watching import controller_name
 from ansible_operator.controller.workers import Outcome, WorkerPool
-from ansible_operator.errors import InvalidResource, RetryLater, RunSetupError
-from ansible_operator.kube.client import Conflict, ResourceInfo
+from ansible_operator.errors import Conflict, InvalidResource, RetryLater, RunSetupError
+from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
 from ansible_operator.proxy import RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner

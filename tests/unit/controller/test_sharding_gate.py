@@ -23,8 +23,8 @@ from ansible_operator.controller.sharding.membership import (
 from ansible_operator.controller.sharding.metrics import ShardMetrics
 from ansible_operator.controller.sharding.shard import Shard
 from ansible_operator.controller.workers import Outcome
-from ansible_operator.errors import RetryLater
-from ansible_operator.kube.client import Conflict, NotFound, ResourceInfo
+from ansible_operator.errors import Conflict, NotFound, RetryLater
+from ansible_operator.kube.client import ResourceInfo
 
 RES = ResourceInfo(
     group="g.example.com",

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from ansible_operator.controller import statuswrite
-from ansible_operator.errors import RetryLater
-from ansible_operator.kube.client import Conflict, NotFound, ResourceInfo
+from ansible_operator.errors import Conflict, NotFound, RetryLater
+from ansible_operator.kube.client import ResourceInfo
 
 RES = ResourceInfo(group="g", version="v1", kind="K", plural="ks", namespaced=True, has_status=True)
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ansible_operator.errors import KubeUnavailable
+from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
 from ansible_operator.kube import deepjson
-from ansible_operator.kube.client import MERGE_PATCH, ApiError, Conflict, Kube, NotFound
+from ansible_operator.kube.client import MERGE_PATCH, Kube
 
 
 def nested(depth: int) -> Any:

@@ -13,15 +13,8 @@ from typing import Any
 import pytest
 
 from ansible_operator.controller import finalizers
-from ansible_operator.errors import KubeUnavailable
-from ansible_operator.kube.client import (
-    JSON_PATCH,
-    ApiError,
-    Conflict,
-    KubeApi,
-    NotFound,
-    ResourceInfo,
-)
+from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
+from ansible_operator.kube.client import JSON_PATCH, KubeApi, ResourceInfo
 from ansible_operator.kube.fake import Call, FakeEvents, FakeKube
 from ansible_operator.observability.events import ObjectRef
 

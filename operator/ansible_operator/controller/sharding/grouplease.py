@@ -26,7 +26,8 @@ import time
 from typing import Any
 
 from ansible_operator.controller.leader import LEASES, ObservedLease, lease_object, now_micro
-from ansible_operator.kube.client import Conflict, Kube, NotFound
+from ansible_operator.errors import Conflict, NotFound
+from ansible_operator.kube.client import Kube
 
 HOLDER_PREFIX = "sharding/"
 

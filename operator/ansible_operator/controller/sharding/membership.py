@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_operator.controller.leader import LEASES, ObservedLease, lease_object, now_micro
-from ansible_operator.errors import OperatorError
-from ansible_operator.kube.client import ApiError, Conflict, Kube, NotFound
+from ansible_operator.errors import Conflict, NotFound, OperatorError
+from ansible_operator.kube.client import Kube
 
 log = logging.getLogger("ansible_operator.sharding")
 
@@ -174,7 +174,7 @@ class Membership:
             # Deleted by the others: they judged us dead. Never come back.
             self._lease = None
             return False
-        except (ApiError, OperatorError) as err:
+        except OperatorError as err:  # ApiError included
             log.warning("renewing the member lease failed: %s", err)
             return False
         self._renewed_at = sent
@@ -228,7 +228,7 @@ class Membership:
             log.info("deleted the Lease of dead shard member %s", name)
         except NotFound:
             pass
-        except (ApiError, OperatorError) as err:
+        except OperatorError as err:  # ApiError included
             log.warning("deleting the Lease of dead shard member %s failed: %s", name, err)
         with self._lock:
             self.view.seen.pop(name, None)
@@ -246,5 +246,5 @@ class Membership:
             log.info("left shard group %s (released Lease %s)", self.config.group, self.identity)
         except (Conflict, NotFound):
             pass
-        except (ApiError, OperatorError) as err:
+        except OperatorError as err:  # ApiError included
             log.warning("releasing the member lease failed: %s", err)

@@ -53,8 +53,8 @@ from ansible_operator.controller.sharding.membership import (
 from ansible_operator.controller.sharding.metrics import ShardMetrics
 from ansible_operator.controller.sharding.takeover import Candidate, Takeover
 from ansible_operator.controller.workers import Outcome
-from ansible_operator.errors import ConfigError, OperatorError, RetryLater
-from ansible_operator.kube.client import JSON, ApiError, Conflict, Kube, ResourceInfo
+from ansible_operator.errors import ConfigError, Conflict, OperatorError, RetryLater
+from ansible_operator.kube.client import JSON, Kube, ResourceInfo
 
 log = logging.getLogger("ansible_operator.sharding")
 
@@ -129,7 +129,7 @@ class Shard:
             try:
                 self.membership.join()
                 leader = self.group_lease.hold()
-            except (ApiError, OperatorError) as err:
+            except OperatorError as err:  # ApiError included
                 raise ConfigError(
                     f"--sharding: cannot write Leases in namespace {cfg.namespace}: {err}"
                 ) from None
@@ -184,7 +184,7 @@ class Shard:
             self.membership.renew()
             try:
                 foreign = self.group_lease.hold()
-            except (ApiError, OperatorError) as err:
+            except OperatorError as err:  # ApiError included
                 log.warning("renewing the group lease failed: %s", err)
                 foreign = ""
             if foreign:
@@ -194,7 +194,7 @@ class Shard:
                 return
         try:
             live = self.membership.refresh()
-        except (ApiError, OperatorError) as err:
+        except OperatorError as err:  # ApiError included
             log.warning("listing the shard members failed: %s", err)
             return
         self._set_members(frozenset(live))

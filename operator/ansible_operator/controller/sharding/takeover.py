@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from ansible_operator.controller.queue import Key
 from ansible_operator.controller.sharding import claims
-from ansible_operator.errors import OperatorError
-from ansible_operator.kube.client import JSON, ApiError, Conflict, KubeApi, NotFound, ResourceInfo
+from ansible_operator.errors import Conflict, NotFound, OperatorError
+from ansible_operator.kube.client import JSON, KubeApi, ResourceInfo
 
 log = logging.getLogger("ansible_operator.sharding")
 
@@ -128,7 +128,7 @@ class Takeover:
         except Conflict:
             self.fallback(key)  # changed since seen: the gate re-reads it
             return
-        except (ApiError, OperatorError) as err:
+        except OperatorError as err:  # ApiError included
             log.warning("taking over %s failed: %s", key, err)
             self.fallback(key)
             return
