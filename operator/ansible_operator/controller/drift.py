@@ -36,12 +36,11 @@ from typing import Any, Final, Protocol, cast
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import statuswrite
+from ansible_operator.controller.contract import Gate, Key, Outcome
 from ansible_operator.controller.driftsettings import settings_for
-from ansible_operator.controller.queue import Key, WorkQueue
-from ansible_operator.controller.reconciler import Gate
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reporting import EventSink
 from ansible_operator.controller.watching import controller_name
-from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import BadAnnotation, OperatorError
 from ansible_operator.kube.client import Kube, KubeApi, ResourceInfo
 from ansible_operator.observability.events import ObjectRef
@@ -256,7 +255,9 @@ class DriftScheduler:
         meta = body.get("metadata") or {}
         if checker is None:
             return
-        key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
+        key = Key(
+            controller=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"])
+        )
         period = 0.0 if event_type == "DELETED" else self._period_of(checker.watch, body)
         with self._cond:
             # A check running now is forgotten when it ends (_reschedule).
@@ -308,7 +309,7 @@ class DriftScheduler:
             try:
                 if self._queue.claim(key):
                     try:
-                        delay = self._checkers[key.queue].check(key)
+                        delay = self._checkers[key.controller].check(key)
                     except Exception:
                         log.exception("Drift check of %s failed", key)
                         delay = self._period.get(key)
@@ -327,7 +328,7 @@ class DriftScheduler:
                 self._due[key] = self._clock() + cast(float, delay)
                 self._cond.notify()
         if dropped:
-            self._checkers[key.queue].forget(key)
+            self._checkers[key.controller].forget(key)
 
 
 class PlannerFactory(Protocol):

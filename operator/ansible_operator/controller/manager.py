@@ -33,24 +33,31 @@ from ansible_operator import __version__
 from ansible_operator.config import defaults
 from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch, load_watches
+from ansible_operator.controller.contract import Key, Outcome, run_label
 from ansible_operator.controller.dependents import DependentWatches
 from ansible_operator.controller.drift import DriftScheduler, PlannerFactory, build_scheduler
 from ansible_operator.controller.leader import ElectionConfig, LeaderElector, default_identity
-from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
 from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.rundirsweep import start_sweep
 from ansible_operator.controller.sharding.shard import Shard, ShardOptions, make_shard
 from ansible_operator.controller.watching import PrimaryWatch, controller_name, register
-from ansible_operator.controller.workers import Outcome, WorkerPool
+from ansible_operator.controller.workers import WorkerPool
 from ansible_operator.errors import ConfigError
 from ansible_operator.kube.client import Kube, load_api_client
 from ansible_operator.observability.events import EventRecorder
 from ansible_operator.observability.health import HealthServer
-from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
+from ansible_operator.observability.metrics import (
+    MetricsServer,
+    OperatorMetrics,
+    ReconcileLabel,
+    format_gvk,
+)
 from ansible_operator.observability.usermetrics import UserMetricsServer
 from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
+from ansible_operator.runner.base import RunOutcome
 from ansible_operator.runner.lifeline import Lifeline
 from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
 
@@ -60,7 +67,8 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 
 class MetricsHooks:
-    """Adapts the reconciler's reports to the Prometheus metrics."""
+    """Adapts what the reconcilers and the worker pool report to the Prometheus metrics
+    (contract.RunMetrics and contract.ReconcileMetrics)."""
 
     def __init__(self, metrics: OperatorMetrics) -> None:
         self.metrics = metrics
@@ -69,18 +77,13 @@ class MetricsHooks:
     def _gvk(watch: Watch) -> str:
         return format_gvk(group=watch.gvk.group, version=watch.gvk.version, kind=watch.gvk.kind)
 
-    def run_finished(self, *, watch: Watch, outcome: str, seconds: float) -> None:
-        gvk = self._gvk(watch)
-        self.metrics.run_finished(gvk=gvk, outcome=outcome, seconds=seconds)  # type: ignore[arg-type]
-        if outcome != "canceled":
-            self.metrics.reconcile_result(gvk=gvk, succeeded=outcome == "successful")
+    def run_finished(self, *, gvk: str, outcome: RunOutcome | None, seconds: float) -> None:
+        self.metrics.run_finished(gvk=gvk, outcome=run_label(outcome), seconds=seconds)
+        if outcome is not RunOutcome.CANCELED:
+            self.metrics.reconcile_result(gvk=gvk, succeeded=outcome is RunOutcome.SUCCESSFUL)
 
-    def reconciled(self, *, watch: Watch, result: str, seconds: float) -> None:
-        self.metrics.reconcile_finished(
-            controller=controller_name(watch),
-            result=result,  # type: ignore[arg-type]
-            seconds=seconds,
-        )
+    def reconciled(self, *, controller: str, result: ReconcileLabel, seconds: float) -> None:
+        self.metrics.reconcile_finished(controller=controller, result=result, seconds=seconds)
 
     def object_seen(self, watch: Watch, event_type: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -370,9 +373,14 @@ class Manager:
         )
 
         def handle(key: Key) -> Outcome:
-            return reconcilers[key.queue].reconcile(key)
+            return reconcilers[key.controller].reconcile(key)
 
-        pool = WorkerPool(queue, handle, workers=self.options.max_concurrent_reconciles_total)
+        pool = WorkerPool(
+            queue,
+            handle,
+            workers=self.options.max_concurrent_reconciles_total,
+            metrics=self.hooks,
+        )
         drift = self._drift(watches, kube, events, queue, warm=warm, shard=shard)
         registry = kopf.OperatorRegistry()
         for watch in watches:

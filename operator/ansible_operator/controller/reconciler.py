@@ -45,31 +45,26 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import annotations as cr_annotations
 from ansible_operator.controller import finalizers, reporting
+from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
-from ansible_operator.controller.queue import Key
 from ansible_operator.controller.reporting import EventSink, Reporter
 from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.tasklog import task_logger
 from ansible_operator.controller.watching import controller_name
-from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
 from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.observability.logging import ObjectLogger, object_logger
+from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.runner import inputdir
-from ansible_operator.runner.base import Runner, RunRequest, RunResult
+from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult
 from ansible_operator.runner.extravars import build_extravars
 
 log = logging.getLogger("ansible_operator.reconciler")
-
-#: Sharded mode's gate (controller.sharding.shard.Shard.gate): given the fresh
-#: CR, the object to run (claimed if need be) or the Outcome that ends the
-#: reconcile without a run.
-Gate = Callable[[Key, ResourceInfo, dict[str, Any]], "dict[str, Any] | Outcome"]
 
 #: After a CR was deleted while its run was in progress, come back this soon
 #: so the finalizer runs (the reference's fix for SDK #4909 uses 5 s).
@@ -82,21 +77,11 @@ class RunFailed(RetryLater):
 
 __all__ = [
     "EventSink",
-    "Gate",
-    "ReconcileHooks",
     "ReconcileSettings",
     "Reconciler",
     "RunFailed",
     "build_run_request",
 ]
-
-
-class ReconcileHooks(Protocol):
-    """What the reconciler reports for metrics (observability implements it)."""
-
-    def run_finished(self, *, watch: Watch, outcome: str, seconds: float) -> None: ...
-
-    def reconciled(self, *, watch: Watch, result: str, seconds: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -123,7 +108,7 @@ class Reconciler:
         runner: Runner,
         settings: ReconcileSettings,
         events: EventSink,
-        hooks: ReconcileHooks,
+        hooks: RunMetrics,
         access: RunAccess,
         cancel: threading.Event,
         now: Callable[[], datetime.datetime] = _now,
@@ -135,6 +120,8 @@ class Reconciler:
         self.runner = runner
         self.settings = settings
         self.hooks = hooks
+        gvk = watch.gvk
+        self._gvk = format_gvk(group=gvk.group, version=gvk.version, kind=gvk.kind)  # metrics
         self.access = access
         self.cancel = cancel
         self.now = now
@@ -152,20 +139,7 @@ class Reconciler:
     # -- entry point ---------------------------------------------------------------
 
     def reconcile(self, key: Key) -> Outcome:
-        started = time.monotonic()
-        outcome = self._reconcile(key)
-        if outcome is None:
-            return Outcome()  # observe-only: nothing was reconciled, nothing to count
-        if outcome.error is not None:
-            result = "error"
-        elif outcome.requeue_after:
-            result = "requeue_after"
-        else:
-            result = "success"
-        self.hooks.reconciled(watch=self.watch, result=result, seconds=time.monotonic() - started)
-        return outcome
-
-    def _reconcile(self, key: Key) -> Outcome | None:
+        """One reconcile of `key`; what the Outcome makes the queue do is contract.decide's."""
         res = self.resource
         obj = self.kube.get_or_none(res, namespace=key.namespace, name=key.name)
         if obj is None:
@@ -197,7 +171,7 @@ class Reconciler:
         fin = self.watch.finalizer
         if observe_only:
             self._observe_only(obj, deleting=deleting, log=logger)
-            return None
+            return Outcome(counted=False)  # nothing was reconciled, nothing to count
         if deleting and (fin is None or not finalizers.has(obj, fin.name)):
             logger.info("Resource is terminated, skipping reconciliation")
             return Outcome()
@@ -228,11 +202,6 @@ class Reconciler:
 
     def _default_period(self) -> float:
         return float(self.watch.reconcile_period or self.settings.reconcile_period)
-
-    @staticmethod
-    def _permanent(err: Permanent, period: float) -> Outcome:
-        # Reported already; the queue comes back only with the periodic reconcile.
-        return Outcome(error=err, requeue_after=period if period > 0 else None)
 
     def _forget(self, key: Key) -> None:
         self._forget_dir(namespace=key.namespace, name=key.name)
@@ -288,11 +257,9 @@ class Reconciler:
         try:
             result = self._run(obj, ident=ident, deleting=deleting, log=log)
         except (Permanent, OSError) as err:
-            self.hooks.run_finished(
-                watch=self.watch, outcome="error", seconds=time.monotonic() - started
-            )
+            self.hooks.run_finished(gvk=self._gvk, outcome=None, seconds=time.monotonic() - started)
             return self._not_started(obj, err, managed=managed, period=period, log=log)
-        self.hooks.run_finished(watch=self.watch, outcome=result.outcome, seconds=result.duration)
+        self.hooks.run_finished(gvk=self._gvk, outcome=result.outcome, seconds=result.duration)
         return self._after_run(
             obj, result, deleting=deleting, managed=managed, period=period, log=log
         )
@@ -311,7 +278,8 @@ class Reconciler:
         res = self.resource if managed else None
         self.report.stopped(res, obj, message, reason=reporting.FAILED, log=log)
         if isinstance(err, Permanent):
-            return self._permanent(err, period)
+            # Reported already: the queue comes back only with the periodic reconcile.
+            return Outcome(terminal=err, requeue_after=period if period > 0 else None)
         # An OSError (disk full, /tmp unwritable) may pass: retry with backoff.
         return Outcome(error=RetryLater(message))
 
@@ -364,10 +332,10 @@ class Reconciler:
         period: float,
         log: ObjectLogger,
     ) -> Outcome:
-        if result.outcome == "canceled":
+        if result.outcome is RunOutcome.CANCELED:
             log.info("Ansible run canceled; the CR is reconciled again after restart")
             return Outcome(error=RetryLater("run canceled"))
-        if result.outcome == "successful":
+        if result.outcome is RunOutcome.SUCCESSFUL:
             log.info("Ansible-runner exited successfully")
             if deleting and self.watch.finalizer is not None:
                 return self._finalized(obj)

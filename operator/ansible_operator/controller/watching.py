@@ -37,8 +37,9 @@ import kopf
 
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import kopfguard
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.driftsettings import annotations_state
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.queue import Priority, WorkQueue
 
 log = logging.getLogger("ansible_operator.watching")
 
@@ -111,7 +112,9 @@ class PrimaryWatch:
             return None
         priority = self._priority(event_type, body, previous, state)
         if priority is not None:
-            self.queue.add(Key(queue=self.name, namespace=key[0], name=key[1]), priority=priority)
+            self.queue.add(
+                Key(controller=self.name, namespace=key[0], name=key[1]), priority=priority
+            )
         return priority
 
     def _priority(

@@ -34,8 +34,8 @@ from ansible_operator.observability.logging import (
 from ansible_operator.observability.metrics import (
     MetricsServer,
     OperatorMetrics,
-    ReconcileOutcome,
-    RunOutcome,
+    ReconcileLabel,
+    RunLabel,
     format_gvk,
 )
 
@@ -48,9 +48,9 @@ __all__ = [
     "ObjectLogger",
     "ObjectRef",
     "OperatorMetrics",
-    "ReconcileOutcome",
+    "ReconcileLabel",
     "RecorderStats",
-    "RunOutcome",
+    "RunLabel",
     "format_gvk",
     "object_logger",
     "parse_log_level",

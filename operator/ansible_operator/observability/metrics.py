@@ -42,15 +42,15 @@ __all__ = [
     "BindError",
     "MetricsServer",
     "OperatorMetrics",
-    "ReconcileOutcome",
-    "RunOutcome",
+    "ReconcileLabel",
+    "RunLabel",
     "format_gvk",
 ]
 
-ReconcileOutcome = Literal["success", "error", "requeue", "requeue_after"]
-RunOutcome = Literal["successful", "failed", "timeout", "canceled", "error"]
-_RECONCILE_OUTCOMES: Final = frozenset(get_args(ReconcileOutcome))
-_RUN_OUTCOMES: Final = frozenset(get_args(RunOutcome))
+ReconcileLabel = Literal["success", "error", "requeue", "requeue_after"]
+RunLabel = Literal["successful", "failed", "timeout", "canceled", "error"]
+_RECONCILE_OUTCOMES: Final = frozenset(get_args(ReconcileLabel))
+_RUN_OUTCOMES: Final = frozenset(get_args(RunLabel))
 
 # client_golang's DefBuckets, which the Go operator uses for
 # ansible_operator_reconciles, extended upwards: we observe the whole Ansible
@@ -240,7 +240,7 @@ class OperatorMetrics:
         self._run_failures.labels(gvk=gvk)
 
     def reconcile_finished(
-        self, *, controller: str, result: ReconcileOutcome, seconds: float
+        self, *, controller: str, result: ReconcileLabel, seconds: float
     ) -> None:
         """One reconcile returned: controller-runtime's total/errors/time series.
 
@@ -265,7 +265,7 @@ class OperatorMetrics:
         """
         self._reconcile_result.labels(GVK=gvk, result="succeeded" if succeeded else "failed").inc()
 
-    def run_finished(self, *, gvk: str, outcome: RunOutcome, seconds: float) -> None:
+    def run_finished(self, *, gvk: str, outcome: RunLabel, seconds: float) -> None:
         """One Ansible run ended; `seconds` spans the whole run, not just its start-up."""
         if outcome not in _RUN_OUTCOMES:
             raise ValueError(f"run outcome {outcome!r}: expected one of {_sorted(_RUN_OUTCOMES)}")

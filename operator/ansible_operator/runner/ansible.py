@@ -52,7 +52,7 @@ from ansible_runner.exceptions import ConfigurationError
 from ansible_operator.config import defaults
 from ansible_operator.errors import RunSetupError
 from ansible_operator.runner import inputdir, nolog, ptyreap, tempdirs
-from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult
+from ansible_operator.runner.base import FailedTask, RunOutcome, RunRequest, RunResult
 from ansible_operator.runner.events import JobEvent, RunObserver, RunSummary
 from ansible_operator.runner.sweep import MARKER_ENV, kill_run_processes, remove_ansible_temp
 from ansible_operator.warm.protocol import HELPER_DIED_EXIT
@@ -90,7 +90,7 @@ class _RunWatch:
     def __init__(self, request: RunRequest, *, marker: str, artifact_dir: Path) -> None:
         self.request = request
         self.observer = RunObserver()
-        self.stop_reason: Outcome | None = None
+        self.stop_reason: RunOutcome | None = None
         self._marker = marker
         self._artifact_dir = artifact_dir
         self._deadline = None if request.timeout is None else time.monotonic() + request.timeout
@@ -123,9 +123,9 @@ class _RunWatch:
     def should_stop(self) -> bool:
         if self.stop_reason is None:
             if self.request.cancel.is_set():
-                self.stop_reason = Outcome.CANCELED
+                self.stop_reason = RunOutcome.CANCELED
             elif self._deadline is not None and time.monotonic() >= self._deadline:
-                self.stop_reason = Outcome.TIMEOUT
+                self.stop_reason = RunOutcome.TIMEOUT
             else:
                 return False
         if not self._killed:
@@ -168,19 +168,19 @@ def _validate(request: RunRequest) -> None:
 
 
 def _verdict(
-    stop_reason: Outcome | None, finished: _Finished, summary: RunSummary
-) -> tuple[Outcome, tuple[FailedTask, ...]]:
+    stop_reason: RunOutcome | None, finished: _Finished, summary: RunSummary
+) -> tuple[RunOutcome, tuple[FailedTask, ...]]:
     if stop_reason is not None:
         return stop_reason, summary.failures
     if not summary.saw_stats:
-        return Outcome.ERROR, ()
+        return RunOutcome.ERROR, ()
     if summary.failures:
-        return Outcome.FAILED, summary.failures
+        return RunOutcome.FAILED, summary.failures
     if finished.rc not in (0, None):
         # Never seen in practice; a silent success would be worse than this message.
         message = f"ansible-playbook exited with code {finished.rc} although no task failed"
-        return Outcome.FAILED, (FailedTask(task="", action="", host="", message=message),)
-    return Outcome.SUCCESSFUL, ()
+        return RunOutcome.FAILED, (FailedTask(task="", action="", host="", message=message),)
+    return RunOutcome.SUCCESSFUL, ()
 
 
 class AnsibleRunner:
@@ -218,7 +218,7 @@ class AnsibleRunner:
         started = time.monotonic()
         _validate(request)
         if request.cancel.is_set():  # shutting down already: do not even start
-            return RunResult(ident=request.ident, outcome=Outcome.CANCELED, timeout=request.timeout)
+            return RunResult(ident=request.ident, outcome=RunOutcome.CANCELED)
         environ = dict(os.environ)
         root = request.runner_root or self._root
         data_dir = inputdir.prepare(
@@ -312,7 +312,7 @@ class AnsibleRunner:
         summary = watch.observer.summary()
         outcome, failures = _verdict(watch.stop_reason, finished, summary)
         tail = ""
-        if outcome is not Outcome.SUCCESSFUL:
+        if outcome is not RunOutcome.SUCCESSFUL:
             tail = _stdout_tail(artifact_dir / "stdout", self._tail_chars)
         log.debug(
             "job %s for %s %s ended %s (ansible-runner %s, rc %s, %d events, %.2fs)",
@@ -335,5 +335,4 @@ class AnsibleRunner:
             duration=duration,
             stdout_tail=tail,
             artifacts_dir=artifact_dir,
-            timeout=request.timeout,
         )

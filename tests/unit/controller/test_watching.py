@@ -8,7 +8,8 @@ import pytest
 
 from ansible_operator.config.selectors import LabelSelector
 from ansible_operator.config.watches import GVK, Watch
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.contract import Key
+from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.watching import PrimaryWatch, controller_name
 
 WATCH = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from ansible_operator.controller.queue import Key
+from ansible_operator.controller.contract import Key
 from ansible_operator.errors import KubeUnavailable
 from ansible_operator.observability.logging import (
     ObjectLogger,
