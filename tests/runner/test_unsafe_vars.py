@@ -19,7 +19,8 @@ from typing import Any
 import ansible_runner
 import pytest
 
-from ansible_operator.runner.extravars import build_extravars, render
+from ansible_operator.launch.extravars import build_extravars
+from ansible_operator.runner.extravarsfile import render
 
 pytestmark = pytest.mark.slow
 

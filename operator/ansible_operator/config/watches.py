@@ -126,6 +126,12 @@ class Watch:
     def kind(self) -> str:
         return self.gvk.kind
 
+    @property
+    def controller_name(self) -> str:
+        """The Go operator's controller name, e.g. `memcached-v1alpha1-controller`: the
+        watch's work-queue name (contract.Key.controller) and metrics label."""
+        return f"{self.gvk.kind.lower()}-{self.gvk.version.lower()}-controller"
+
 
 class WatchesError(ConfigError):
     """watches.yaml cannot be used. The message reads `file: entry N (gvk): key: problem`.

@@ -10,15 +10,14 @@ within the same per-kind and total limits), and the checker:
 1. reads the CR live; gone, being deleted or no longer checked: stop;
 2. in sharded mode asks the reconciler's gate (controller.sharding) whether
    this replica owns the CR; not ours: check again a period later;
-3. plans it with the `Planner` the cli hands in (ansible_operator.plan.drift:
-   the same plan as `ansible-operator plan KIND NAME`, through a read-only
-   proxy, so nothing is changed);
+3. plans it with its `Planner` (plan/engine.py's `drift_findings`: the same
+   plan as `ansible-operator plan KIND NAME`, through a read-only proxy, so
+   nothing is changed);
 4. sets the `Drifted` condition (status.drift), posts one Event when drift
    appears (Warning `Drifted`) or goes away (Normal `DriftResolved`), and
    updates the gauge of drifted CRs of the kind.
 
-The planner lives above this layer (plan imports controller), so it is
-injected. A drift check is no reconcile: no reconcile metrics, Events or
+A drift check is no reconcile: no reconcile metrics, Events or
 requeues, and a failed plan only makes the condition Unknown.
 """
 
@@ -30,7 +29,6 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
 
 from ansible_operator.config import defaults
@@ -40,12 +38,11 @@ from ansible_operator.controller.contract import Gate, Key, Outcome
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reporting import EventSink
-from ansible_operator.controller.watching import controller_name
 from ansible_operator.errors import BadAnnotation, OperatorError
-from ansible_operator.kube.client import Kube, KubeApi, ResourceInfo
+from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.observability.events import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
-from ansible_operator.runner.base import Runner
+from ansible_operator.plan.engine import Findings
 from ansible_operator.status import drift as status_drift
 
 log = logging.getLogger("ansible_operator.drift")
@@ -55,16 +52,9 @@ EVENT_DRIFTED: Final = "Drifted"
 EVENT_RESOLVED: Final = "DriftResolved"
 
 
-@dataclass(frozen=True, slots=True)
-class Findings:
-    """One plan, as far as drift goes."""
-
-    drifted: tuple[str, ...]  # "Kind namespace/name" the role would create, update or delete
-    error: str | None = None  # why the plan failed; None when it finished
-
-
 class Planner(Protocol):
-    """Plans one existing CR without changing anything (ansible_operator.plan.drift)."""
+    """Plans one existing CR without changing anything: plan/engine.py's `drift_findings`
+    with the operator's runner (the manager binds it), or a fake in tests."""
 
     def __call__(self, watch: Watch, resource: ResourceInfo, obj: dict[str, Any]) -> Findings: ...
 
@@ -331,20 +321,6 @@ class DriftScheduler:
             self._checkers[key.controller].forget(key)
 
 
-class PlannerFactory(Protocol):
-    """Builds the Planner at start-up (ansible_operator.plan.drift.make_planner)."""
-
-    def __call__(
-        self,
-        *,
-        kube: Kube,
-        runner: Runner,
-        ansible_args: str,
-        inject_owner_ref: bool,
-        cancel: threading.Event,
-    ) -> Planner: ...
-
-
 def build_scheduler(
     watches: Sequence[Watch],
     *,
@@ -362,7 +338,7 @@ def build_scheduler(
     stop() sets it.
     """
     checkers = {
-        controller_name(watch): DriftChecker(
+        watch.controller_name: DriftChecker(
             watch=watch,
             gvk=format_gvk(group=watch.group, version=watch.version, kind=watch.kind),
             kube=kube,

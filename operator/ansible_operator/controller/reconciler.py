@@ -41,28 +41,24 @@ import datetime
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ansible_operator.config.watches import Watch
-from ansible_operator.controller import annotations as cr_annotations
 from ansible_operator.controller import finalizers, reporting
 from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.reporting import EventSink, Reporter
-from ansible_operator.controller.runaccess import RunAccess
-from ansible_operator.controller.tasklog import task_logger
-from ansible_operator.controller.watching import controller_name
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
 from ansible_operator.kube.client import KubeApi, ResourceInfo
+from ansible_operator.launch import crannotations
+from ansible_operator.launch.access import RunAccess
+from ansible_operator.launch.request import RunSettings, build_run_request
 from ansible_operator.observability.logging import ObjectLogger, object_logger
 from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.runner import inputdir
-from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult
-from ansible_operator.runner.extravars import build_extravars
+from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
 
 log = logging.getLogger("ansible_operator.reconciler")
 
@@ -77,22 +73,9 @@ class RunFailed(RetryLater):
 
 __all__ = [
     "EventSink",
-    "ReconcileSettings",
     "Reconciler",
     "RunFailed",
-    "build_run_request",
 ]
-
-
-@dataclass(frozen=True)
-class ReconcileSettings:
-    """The `run` flags a reconcile needs (defaults live in config.defaults)."""
-
-    reconcile_period: float
-    ansible_args: str
-    ansible_log_events: str
-    runner_root: Path
-    run_timeout: float | None
 
 
 def _now() -> datetime.datetime:
@@ -106,7 +89,7 @@ class Reconciler:
         watch: Watch,
         kube: KubeApi,
         runner: Runner,
-        settings: ReconcileSettings,
+        settings: RunSettings,
         events: EventSink,
         hooks: RunMetrics,
         access: RunAccess,
@@ -150,7 +133,7 @@ class Reconciler:
             if isinstance(gated, Outcome):
                 return gated
             obj = gated
-        ident = str(uuid.uuid4().int % 10**18)
+        ident = new_ident()
         logger = object_logger(
             log, namespace=key.namespace, name=key.name, gvk=str(self.watch.gvk), job=ident
         )
@@ -195,7 +178,7 @@ class Reconciler:
         log.debug("Observe-only: not reconciling; drift checks report instead")
 
     def _period(self, obj: Mapping[str, Any]) -> float:
-        from_annotation = cr_annotations.reconcile_period(obj)
+        from_annotation = crannotations.reconcile_period(obj)
         if from_annotation is not None:
             return from_annotation
         return self._default_period()
@@ -291,7 +274,7 @@ class Reconciler:
         Raises errors.Permanent (RunSetupError, or an invalid CR) or OSError when
         the run could not be set up.
         """
-        with self.access.kubeconfig_for(obj, controller=controller_name(self.watch)) as kubeconfig:
+        with self.access.kubeconfig_for(obj, controller=self.watch.controller_name) as kubeconfig:
             request = self._request(
                 obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log
             )
@@ -388,60 +371,3 @@ class Reconciler:
             return Outcome(requeue_after=DELETED_DURING_RUN_REQUEUE)
         requeue = result.requeue_after if result.requeue_after is not None else period
         return Outcome(requeue_after=requeue if requeue > 0 else None)
-
-
-def build_run_request(
-    watch: Watch,
-    obj: Mapping[str, Any],
-    *,
-    ident: str,
-    deleting: bool,
-    kubeconfig: Path,
-    settings: ReconcileSettings,
-    cancel: threading.Event,
-    log: ObjectLogger,
-) -> RunRequest:
-    """The RunRequest of one reconcile (or finalizer run when `deleting`) of `obj`.
-
-    Shared by the reconciler and `ansible-operator plan` (ansible_operator.plan),
-    so a plan runs with exactly the extra vars, role or playbook, verbosity and
-    Ansible arguments a reconcile would.
-    """
-    gvk, meta = watch.gvk, obj["metadata"]
-    playbook, role = watch.playbook, watch.role
-    fin = watch.finalizer
-    finalizer_vars = None
-    if deleting and fin is not None:
-        finalizer_vars = fin.vars
-        if fin.playbook or fin.role:
-            playbook, role = fin.playbook, fin.role
-    extravars = build_extravars(
-        obj,
-        group=gvk.group,
-        kind=gvk.kind,
-        snake_case=watch.snake_case_parameters,
-        mark_unsafe=watch.mark_unsafe,
-        watch_vars=watch.vars,
-        finalizer_vars=finalizer_vars,
-    )
-    verbosity = cr_annotations.verbosity(obj, log)
-    artifacts = cr_annotations.max_runner_artifacts(obj, log)
-    return RunRequest(
-        ident=ident,
-        group=gvk.group,
-        version=gvk.version,
-        kind=gvk.kind,
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta["name"]),
-        playbook=playbook,
-        role=role if playbook is None else None,
-        extravars=extravars,
-        verbosity=watch.ansible_verbosity if verbosity is None else verbosity,
-        max_artifacts=watch.max_runner_artifacts if artifacts is None else artifacts,
-        ansible_args=settings.ansible_args,
-        kubeconfig=kubeconfig,
-        timeout=settings.run_timeout,
-        cancel=cancel,
-        runner_root=settings.runner_root,
-        on_event=task_logger(settings.ansible_log_events, log),
-    )

@@ -44,11 +44,6 @@ from ansible_operator.controller.queue import Priority, WorkQueue
 log = logging.getLogger("ansible_operator.watching")
 
 
-def controller_name(watch: Watch) -> str:
-    """The Go operator's controller name, also our queue and metrics label."""
-    return f"{watch.gvk.kind.lower()}-{watch.gvk.version.lower()}-controller"
-
-
 def _digest(value: Any) -> str:
     return hashlib.sha1(
         json.dumps(value, sort_keys=True).encode(), usedforsecurity=False
@@ -80,7 +75,7 @@ class PrimaryWatch:
     ) -> None:
         self.watch = watch
         self.queue = queue
-        self.name = controller_name(watch)
+        self.name = watch.controller_name
         self.on_object = on_object
         # Per object: (generation, annotations digest, drift annotations) last
         # seen. Small and bounded by the number of CRs; entries go with DELETED events.

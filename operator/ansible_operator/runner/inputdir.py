@@ -7,7 +7,7 @@ resource is gone (the Go operator never does, AOP issue #47), and
 compatible with the Go operator so existing debugging habits still work:
 
     <root>/<group>/<version>/<Kind>/<namespace>/<name>/     (empty segments dropped)
-        env/extravars      the run's extra vars, compact sorted JSON   (rewritten every run)
+        env/extravars      the run's extra vars, as Go's json.Marshal writes them (every run)
         env/envvars        K8S_AUTH_KUBECONFIG and KUBECONFIG: the kubeconfig PATH only
         env/settings       ansible-runner settings (pexpect poll interval ...)
         env/cmdline        the `--ansible-args` text; absent when there is none
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_operator.errors import RunSetupError
+from ansible_operator.runner import extravarsfile
 from ansible_operator.runner.base import RunRequest
 
 __all__ = [
@@ -135,22 +136,9 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _plain(value: object) -> object:
-    # json only knows dict; read-only views (MappingProxyType ...) are mappings too.
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def _write_extravars(env_dir: Path, extravars: Mapping[str, Any]) -> None:
     try:
-        text = json.dumps(
-            dict(extravars),
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            default=_plain,
-        )
+        text = extravarsfile.render(extravars)  # what the Go operator writes, byte for byte
     except (TypeError, ValueError) as error:
         raise RunSetupError(f"extra vars are not JSON-serialisable: {error}") from error
     write_private(env_dir / "extravars", text)

@@ -14,12 +14,13 @@ import pytest
 
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.contract import Key, Outcome
-from ansible_operator.controller.drift import DriftChecker, DriftScheduler, Findings
+from ansible_operator.controller.drift import DriftChecker, DriftScheduler
 from ansible_operator.controller.queue import Priority, WorkQueue
-from ansible_operator.controller.watching import PrimaryWatch, controller_name
+from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.plan.engine import Findings
 from ansible_operator.runner.fake import FakeRunner
 from tests.unit.controller.test_queue import FakeClock, Recorder
 from tests.unit.controller.test_reconcile_path import FINALIZER, NAME, NS, WIDGETS, World
@@ -28,7 +29,7 @@ from tests.unit.controller.test_workers import wait_until
 
 PREFIX = "ansible.sdk.operatorframework.io/"
 WATCH = Watch(gvk=GVK(WIDGETS.group, WIDGETS.version, WIDGETS.kind), drift_check_period=5.0)
-KEY = Key(controller=controller_name(WATCH), namespace=NS, name=NAME)
+KEY = Key(controller=WATCH.controller_name, namespace=NS, name=NAME)
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 DRIFTED = Findings(drifted=("Deployment ns/w",))
 IN_SYNC = Findings(drifted=())
@@ -209,7 +210,7 @@ def test_an_observe_only_cr_is_never_run_nor_counted(world: World) -> None:
     reconciler = world.reconciler(runner, finalizer=True)
     world.create()
     world.kube.edit(WIDGETS, namespace=NS, name=NAME, change=_annotate({"observe-only": "true"}))
-    outcome = reconciler.reconcile(Key(controller_name(reconciler.watch), NS, NAME))
+    outcome = reconciler.reconcile(Key(reconciler.watch.controller_name, NS, NAME))
     assert (outcome.requeue_after, outcome.error, outcome.forget) == (None, None, False)
     assert runner.requests == []
     assert world.hooks.count() == 0
@@ -233,7 +234,7 @@ def test_a_deleting_observe_only_cr_loses_the_finalizer_unrun(world: World) -> N
     stored = world.stored()
     assert stored is not None
     assert stored["metadata"]["deletionTimestamp"]
-    reconciler.reconcile(Key(controller_name(reconciler.watch), NS, NAME))
+    reconciler.reconcile(Key(reconciler.watch.controller_name, NS, NAME))
     assert runner.requests == []
     stored = world.stored()
     assert stored is None or not stored["metadata"].get("finalizers")
@@ -244,7 +245,7 @@ def test_a_bad_observe_only_annotation_runs_nothing_and_is_reported(world: World
     reconciler = world.reconciler(runner)
     world.create()
     world.kube.edit(WIDGETS, namespace=NS, name=NAME, change=_annotate({"observe-only": "yes"}))
-    outcome = reconciler.reconcile(Key(controller_name(reconciler.watch), NS, NAME))
+    outcome = reconciler.reconcile(Key(reconciler.watch.controller_name, NS, NAME))
     assert outcome.error is not None
     assert runner.requests == []
     assert world.condition("Failure")[1] == "True"

@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 
 from ansible_operator.config.watches import GVK, Finalizer, Watch
-from ansible_operator.controller import reconciler as reconciler_module
 from ansible_operator.controller.contract import Key, Outcome, run_label
 from ansible_operator.controller.queue import Priority, WorkQueue
-from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings, RunFailed
-from ansible_operator.controller.runaccess import RunAccess
-from ansible_operator.controller.watching import controller_name
+from ansible_operator.controller.reconciler import Reconciler, RunFailed
 from ansible_operator.controller.workers import WorkerPool
 from ansible_operator.errors import Conflict, InvalidResource, Permanent, RetryLater, RunSetupError
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.launch import request as request_module
+from ansible_operator.launch.access import RunAccess
+from ansible_operator.launch.request import RunSettings
 from ansible_operator.proxy import RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult
@@ -130,7 +130,7 @@ class World:
             watch=watch,
             kube=self.kube,
             runner=runner,
-            settings=ReconcileSettings(
+            settings=RunSettings(
                 reconcile_period=PERIOD,
                 ansible_args=ansible_args,
                 ansible_log_events="Nothing",
@@ -168,7 +168,7 @@ class World:
 
 
 def key_of(reconciler: Reconciler) -> Key:
-    return Key(controller=controller_name(reconciler.watch), namespace=NS, name=NAME)
+    return Key(controller=reconciler.watch.controller_name, namespace=NS, name=NAME)
 
 
 @pytest.fixture
@@ -395,10 +395,10 @@ def test_a_permanent_error_building_extra_vars_ends_as_failure_without_a_run(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def refuse(*_: Any, **__: Any) -> dict[str, Any]:
-        # What runner.extravars raises for a CR it cannot convert.
+        # What launch.extravars raises for a CR it cannot convert.
         raise InvalidResource("spec nested deeper than 100 levels")
 
-    monkeypatch.setattr(reconciler_module, "build_extravars", refuse)
+    monkeypatch.setattr(request_module, "build_extravars", refuse)
     runner = FakeRunner()
     reconciler = world.reconciler(runner)
     world.create()
