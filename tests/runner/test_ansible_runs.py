@@ -26,11 +26,11 @@ from ansible.release import __version__ as ANSIBLE_CORE
 
 from ansible_operator.controller import reporting
 from ansible_operator.errors import RunSetupError
-from ansible_operator.runner import inputdir
+from ansible_operator.runner import privatedir
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
-from ansible_operator.runner.events import JobEvent
 from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.jobevents import JobEvent
 
 HERE = Path(__file__).parent
 PLAYBOOKS = HERE / "playbooks"
@@ -519,7 +519,7 @@ LAYOUTS = {
 @pytest.mark.parametrize(("parts", "expected"), LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_cr_dir_layout(tmp_path: Path, parts: tuple[str, ...], expected: str) -> None:
     group, version, kind, namespace, name = parts
-    path = inputdir.cr_dir(
+    path = privatedir.cr_dir(
         root=tmp_path, group=group, version=version, kind=kind, namespace=namespace, name=name
     )
     assert path == tmp_path / expected
@@ -529,7 +529,7 @@ def prepare(
     root: Path, tmp_path: Path, environ: dict[str, str] | None = None, **overrides: Any
 ) -> Path:
     request = make_request(tmp_path, playbook=PLAYBOOKS / "noop.yml", **overrides)
-    return inputdir.prepare(
+    return privatedir.prepare(
         request, root=root, environ=environ or {}, python="/opt/py/bin/python3", settings={"a": 1}
     )
 
@@ -613,15 +613,15 @@ def test_remove_cr_dir_prunes_empty_parents_only(root: Path, tmp_path: Path) -> 
     other_ns = prepare(root, tmp_path, namespace="other", name="alone")
     where = {"root": root, "group": "cache.example.com", "version": "v1alpha1", "kind": "Memcached"}
 
-    assert inputdir.remove_cr_dir(**where, namespace="ns1", name="gone") is True
+    assert privatedir.remove_cr_dir(**where, namespace="ns1", name="gone") is True
     assert not gone.exists()
     assert kept.is_dir()
-    assert inputdir.remove_cr_dir(**where, namespace="other", name="alone") is True
+    assert privatedir.remove_cr_dir(**where, namespace="other", name="alone") is True
     assert not other_ns.exists()
     assert not other_ns.parent.exists()  # the emptied namespace dir went too
     assert kept.parent.parent.is_dir()
-    assert inputdir.remove_cr_dir(**where, namespace="ns1", name="never") is False
-    assert inputdir.remove_cr_dir(**where, namespace="ns1", name="kept") is True
+    assert privatedir.remove_cr_dir(**where, namespace="ns1", name="never") is False
+    assert privatedir.remove_cr_dir(**where, namespace="ns1", name="kept") is True
     assert root.is_dir()
     assert list(root.iterdir()) == []
 
@@ -631,13 +631,13 @@ def test_rotation_skips_latest_and_keeps_the_current_run(tmp_path: Path) -> None
     for name, age in {"old": 30, "older": 20, "current": 10, "newest": 40}.items():
         (artifacts / name).mkdir(parents=True)
         os.utime(artifacts / name, (1_000_000 + age, 1_000_000 + age))
-    inputdir.refresh_latest(artifacts, "old")
-    removed = inputdir.rotate_artifacts(artifacts, keep=2, current="current")
+    privatedir.refresh_latest(artifacts, "old")
+    removed = privatedir.rotate_artifacts(artifacts, keep=2, current="current")
     assert sorted(p.name for p in removed) == ["old", "older"]
     assert sorted(p.name for p in artifacts.iterdir()) == ["current", "latest", "newest"]
-    inputdir.refresh_latest(artifacts, "current")
+    privatedir.refresh_latest(artifacts, "current")
     assert os.readlink(artifacts / "latest") == "current"
-    assert inputdir.rotate_artifacts(artifacts, keep=0, current="x") == []
+    assert privatedir.rotate_artifacts(artifacts, keep=0, current="x") == []
 
 
 # --- FakeRunner (no Ansible) ------------------------------------------------------------

@@ -8,8 +8,8 @@ Where it sits in the flow::
         -> WorkQueue.add(Key(<primary's controller>, ns, name), Priority.CHANGE)
 
 The manager creates one DependentWatches and passes `touched` to the API
-proxy as its `on_touch`; `stop()` at shutdown. Like the Go operator (spec
-§4.5), a kind is watched only once a role has written an object of it through
+proxy as its `on_touch`; `stop()` at shutdown. Like the Go operator, a
+kind is watched only once a role has written an object of it through
 the proxy, honouring the owner watch's `watchDependentResources`, `blacklist`
 and `watchClusterScopedResources`; so kinds no role touched (Secrets, unless a
 role wrote Secrets) are never listed or watched.

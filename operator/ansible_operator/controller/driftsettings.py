@@ -1,7 +1,7 @@
 """Whether and how often a CR gets drift checks, and whether its role may run for real.
 
 Called by the reconciler before every run (an observe-only CR is not run),
-by controller.drift's scheduler on every watch event of a CR (when to check
+by controller.driftchecks's scheduler on every watch event of a CR (when to check
 it next) and by controller.watching (a change of these annotations triggers
 a reconcile even without `watchAnnotationsChanges`). The watch's keys
 (`driftCheckPeriod`, `observeOnly`, config.watches) give the defaults; the

@@ -4,7 +4,7 @@ Where it sits: controller/manager.py calls `run_watches()` once the reconcile
 machinery is built (controller/wiring.py); it returns when the stop flag is set
 (SIGTERM, SIGINT, a lost Lease) or kopf stops. kopf is imported here, in
 controller/watching.py (the primary watch's event handlers) and in
-controller/kopfguard.py (kopf reading objects of any depth), and nowhere else:
+controller/deepobjects.py (kopf reading objects of any depth), and nowhere else:
 an import-linter contract keeps it so.
 
 kopf runs in the main thread's event loop. It logs in with the operator's own

@@ -13,9 +13,9 @@ into `add_after()` (periodic resync), `add_rate_limited()` (failure backoff)
 or `forget()`.
 
 It behaves like client-go's workqueue under controller-runtime (the Go
-operator, spec §5.2, §5.6): level-triggered and keyed by object, so a CR is
+operator): level-triggered and keyed by object, so a CR is
 waiting at most once and is never handled by two workers at the same time.
-It differs where the Go operator hurts at scale (spec §8 items 2 and 4):
+It differs where the Go operator hurts at scale:
 
 * an operator-wide `total_limit` on reconciles in flight, on top of the
   per-kind limit, so a restart with hundreds of CRs cannot start hundreds of
@@ -43,6 +43,9 @@ Ordering and coalescing rules:
    added as above. Handing a key out drops its pending delayed add, because
    the outcome of that reconcile schedules the next one.
 
+Over 400 lines on purpose: one lock-guarded state machine whose rules (1-5 above)
+every method keeps; split in two, each part would have to re-establish them.
+
 Delays, backoff and the metrics' durations use the injected clock (tests pass
 a fake one); only get()'s own timeout is real time, like queue.Queue.get. Due
 delayed adds move to the line on every call into the queue and when a
@@ -62,7 +65,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from ansible_operator.controller.contract import Key
-from ansible_operator.controller.observer import NullObserver, QueueObserver
+from ansible_operator.controller.queueobserver import NullObserver, QueueObserver
 
 # 2**64 times any sane base is far beyond any sane cap; stopping the exponent
 # here keeps a key that fails forever from overflowing the float.

@@ -2,7 +2,7 @@
 
 Called by a `WorkerPool` worker thread (controller.workers) with a queue Key;
 returns an `Outcome` that tells the queue when to come back. The steps follow
-the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
+the Go operator's reconcile so roles and users see the same thing:
 
 1. live GET of the CR; gone → clean up its run directory, forget it; in
    sharded mode the gate then decides whether this replica runs it
@@ -11,7 +11,7 @@ the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
    and a Warning Event, then retried with backoff); an observe-only CR
    (controller.driftsettings, ours) ends here: no run, no finalizer run (a
    deleting one loses our finalizer so it can go), no reconcile metrics;
-   controller.drift checks it instead;
+   controller.driftchecks checks it instead;
 3. finalizer: skip a deleting CR we hold no finalizer on; add ours before the
    first run;
 4. status Running (when the watch manages status), whose response is the
@@ -57,7 +57,7 @@ from ansible_operator.launch.access import RunAccess
 from ansible_operator.launch.request import RunSettings, build_run_request
 from ansible_operator.observability.logging import ObjectLogger, object_logger
 from ansible_operator.observability.metrics import format_gvk
-from ansible_operator.runner import inputdir
+from ansible_operator.runner import privatedir
 from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
 
 log = logging.getLogger("ansible_operator.reconciler")
@@ -191,7 +191,7 @@ class Reconciler:
 
     def _forget_dir(self, *, namespace: str, name: str) -> None:
         gvk = self.watch.gvk
-        inputdir.remove_cr_dir(
+        privatedir.remove_cr_dir(
             root=self.settings.runner_root,
             group=gvk.group,
             version=gvk.version,

@@ -15,7 +15,7 @@ Built in this order, each part using the ones before:
    reconciles and drift checks share (runner/ansible.py);
 5. one reconciler per watch (controller/reconciler.py) and the worker pool that
    calls them (controller/workers.py);
-6. the drift-check scheduler (controller/drift.py) with the planning engine
+6. the drift-check scheduler (controller/driftchecks.py) with the planning engine
    (plan/engine.py), and the primary watches' predicates (controller/watching.py);
 7. the sweep of runner directories of deleted resources (controller/rundirsweep.py).
 
@@ -40,7 +40,7 @@ from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller.contract import Gate, Key, Outcome
 from ansible_operator.controller.dependents import DependentWatches
-from ansible_operator.controller.drift import DriftScheduler, build_scheduler
+from ansible_operator.controller.driftchecks import DriftScheduler, build_scheduler
 from ansible_operator.controller.metricshooks import MetricsHooks
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reconciler import Reconciler

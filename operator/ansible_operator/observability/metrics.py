@@ -99,32 +99,7 @@ class OperatorMetrics:
             ProcessCollector(registry=reg)
             PlatformCollector(registry=reg)
             GCCollector(registry=reg)
-        self._build_info = Gauge(
-            "ansible_operator_build_info",
-            "Build information for the ansible-operator binary",
-            ["commit", "version"],
-            registry=reg,
-        )
-        # A Gauge only ever incremented: the reference's type, kept for dashboards.
-        self._reconcile_result = Gauge(
-            "ansible_operator_reconcile_result",
-            "Gauge of reconciles and their results.",
-            ["GVK", "result"],
-            registry=reg,
-        )
-        self._reconciles = Histogram(
-            "ansible_operator_reconciles",
-            "How long in seconds a reconcile takes.",
-            ["GVK"],
-            buckets=_RECONCILES_BUCKETS,
-            registry=reg,
-        )
-        self._created_at = Gauge(
-            "resource_created_at_seconds",
-            "Timestamp at which a resource was created",
-            ["name", "namespace", "group", "version", "kind"],
-            registry=reg,
-        )
+        self._init_reference_metrics(reg)
         self._init_controller_metrics(reg)
         self._init_workqueue_metrics(reg)
         self._run_duration = Histogram(
@@ -151,6 +126,35 @@ class OperatorMetrics:
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
             "backup, 1 indicates master. 'name' is the string used to identify the lease.",
             ["name"],
+            registry=reg,
+        )
+
+    def _init_reference_metrics(self, reg: CollectorRegistry) -> None:
+        """The Go ansible-operator's own series, with its names and types."""
+        self._build_info = Gauge(
+            "ansible_operator_build_info",
+            "Build information for the ansible-operator binary",
+            ["commit", "version"],
+            registry=reg,
+        )
+        # A Gauge only ever incremented: the reference's type, kept for dashboards.
+        self._reconcile_result = Gauge(
+            "ansible_operator_reconcile_result",
+            "Gauge of reconciles and their results.",
+            ["GVK", "result"],
+            registry=reg,
+        )
+        self._reconciles = Histogram(
+            "ansible_operator_reconciles",
+            "How long in seconds a reconcile takes.",
+            ["GVK"],
+            buckets=_RECONCILES_BUCKETS,
+            registry=reg,
+        )
+        self._created_at = Gauge(
+            "resource_created_at_seconds",
+            "Timestamp at which a resource was created",
+            ["name", "namespace", "group", "version", "kind"],
             registry=reg,
         )
 
@@ -301,7 +305,7 @@ class OperatorMetrics:
         """`leader_election_master_status{name}`: 1 while we hold lease `name`, else 0."""
         self._leader.labels(name=name).set(1 if leading else 0)
 
-    # --- controller.observer.QueueObserver; `queue` is the controller name -------------
+    # --- controller.queueobserver.QueueObserver; `queue` is the controller name -------------
 
     def added(self, queue: str) -> None:
         self._adds.labels(name=queue, controller=queue).inc()

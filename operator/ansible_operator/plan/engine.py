@@ -2,7 +2,7 @@
 
 Where it sits: below the controller, beside nothing that changes the cluster. The
 `plan` sub-command (plan/command.py) calls `make_plan` for one CR; the operator's
-drift checks (controller/drift.py) call `drift_findings` with the operator's own
+drift checks (controller/driftchecks.py) call `drift_findings` with the operator's own
 Ansible runner. The flow of one plan:
 
 1. an ApiProxy (proxy) on loopback with a Journal (plan/journal.py) as its

@@ -31,10 +31,10 @@ every write sent as a server-side dry run and each answer handed to
 (`proxy.readonly`).
 
 Reads are never cached: every GET, LIST and WATCH goes to the API server.
-The Go proxy answered reads from informers it created on first use (spec
-§4.2): reads right after a write could be stale, tools hung on "cache
+The Go proxy answered reads from informers it created on first use:
+reads right after a write could be stale, tools hung on "cache
 misses", and one informer per kind ever read stayed in memory for the life of
-the process (spec §8 items 3 and 6). A live read costs one round trip on
+the process. A live read costs one round trip on
 loopback-adjacent traffic, and a role that reads is about to run Ansible
 tasks costing far more than that.
 """

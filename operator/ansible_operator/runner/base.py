@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ansible_operator.runner.events import JobEvent
+    from ansible_operator.runner.jobevents import JobEvent
 
 __all__ = [
     "EventCallback",

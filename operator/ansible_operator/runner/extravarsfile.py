@@ -1,6 +1,6 @@
 """The text of a run's `env/extravars` file, byte for byte what the Go operator writes.
 
-Where this sits: runner/inputdir.py writes `render(request.extravars)` to
+Where this sits: runner/privatedir.py writes `render(request.extravars)` to
 `env/extravars` before every run; ansible-runner hands the file to
 ansible-playbook as `-e @env/extravars`. The extra vars themselves are built by
 launch/extravars.py. Writing them the way Go's json.Marshal does (sorted keys,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from ansible_operator.runner.base import FailedTask, RunOutcome, RunRequest, RunResult, Stats
-from ansible_operator.runner.events import format_completion
+from ansible_operator.runner.jobevents import format_completion
 
 __all__ = ["FakeRunner", "Script"]
 

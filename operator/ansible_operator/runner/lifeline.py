@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ansible_operator.kube import login
-from ansible_operator.runner import inputdir, sweep
+from ansible_operator.runner import scratch, sweep
 
 __all__ = ["PRIVATE_DIR_PREFIX", "Lifeline", "main", "owner_alive", "sweep_orphans"]
 
@@ -180,7 +180,7 @@ def _remove_leftovers(runner_root: Path) -> None:
     parent = Path(tempfile.gettempdir())
     for prefix in _STALE_PREFIXES:
         login.sweep_stale_dirs(parent, prefix)
-    removed = inputdir.sweep_scratch_dirs(runner_root)
+    removed = scratch.sweep_scratch_dirs(runner_root)
     if removed:
         log.info("Removed %d scratch directories of runs that never finished", removed)
     # Here, not at the top: the watchdog kills first and imports the configuration

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.contract import Key, Outcome
-from ansible_operator.controller.drift import DriftChecker, DriftScheduler
+from ansible_operator.controller.driftchecks import DriftChecker, DriftScheduler
 from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.errors import KubeUnavailable

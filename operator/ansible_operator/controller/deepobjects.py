@@ -45,7 +45,7 @@ from kopf._cogs.clients import api as kopf_api
 
 from ansible_operator.kube import deepjson
 
-log = logging.getLogger("ansible_operator.kopfguard")
+log = logging.getLogger("ansible_operator.deepobjects")
 
 __all__ = ["EmptyDiffBase", "install", "kopf_decoding_guarded"]
 

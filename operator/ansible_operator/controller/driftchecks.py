@@ -13,7 +13,7 @@ within the same per-kind and total limits), and the checker:
 3. plans it with its `Planner` (plan/engine.py's `drift_findings`: the same
    plan as `ansible-operator plan KIND NAME`, through a read-only proxy, so
    nothing is changed);
-4. sets the `Drifted` condition (status.drift), posts one Event when drift
+4. sets the `Drifted` condition (status.driftcondition), posts one Event when drift
    appears (Warning `Drifted`) or goes away (Normal `DriftResolved`), and
    updates the gauge of drifted CRs of the kind.
 
@@ -43,7 +43,7 @@ from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.observability.events import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.plan.engine import Findings
-from ansible_operator.status import drift as status_drift
+from ansible_operator.status import driftcondition as status_drift
 
 log = logging.getLogger("ansible_operator.drift")
 

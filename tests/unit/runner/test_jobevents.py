@@ -14,7 +14,7 @@ import pytest
 
 from ansible_operator.controller import reporting
 from ansible_operator.runner.base import FailedTask, RunOutcome, RunResult, Stats
-from ansible_operator.runner.events import (
+from ansible_operator.runner.jobevents import (
     MAX_CANDIDATES_PER_HOST,
     MAX_MESSAGE_CHARS,
     UNKNOWN_FAILURE,
