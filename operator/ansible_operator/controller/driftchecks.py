@@ -39,7 +39,7 @@ from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reporting import EventSink
 from ansible_operator.errors import BadAnnotation, OperatorError
-from ansible_operator.kube.client import KubeApi, ResourceInfo
+from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
 from ansible_operator.observability.events import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.plan.engine import Findings
@@ -94,14 +94,13 @@ class DriftChecker:
         self._lock = threading.Lock()
         self._drifted: set[Key] = set()
         self._last: dict[Key, str] = {}  # last True/False found, for Events on changes only
-        self._resource: ResourceInfo | None = None
+        self._kind = KindResource(
+            kube, group=watch.gvk.group, version=watch.gvk.version, kind=watch.gvk.kind
+        )
 
     @property
     def resource(self) -> ResourceInfo:
-        if self._resource is None:
-            gvk = self.watch.gvk
-            self._resource = self.kube.resource(group=gvk.group, version=gvk.version, kind=gvk.kind)
-        return self._resource
+        return self._kind()
 
     def check(self, key: Key) -> float | None:
         """Check `key` once; seconds until its next check, None when it has none."""

@@ -51,7 +51,7 @@ from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.reporting import EventSink, Reporter
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
-from ansible_operator.kube.client import KubeApi, ResourceInfo
+from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
 from ansible_operator.launch import crannotations
 from ansible_operator.launch.access import RunAccess
 from ansible_operator.launch.request import RunSettings, build_run_request
@@ -109,15 +109,14 @@ class Reconciler:
         self.cancel = cancel
         self.now = now
         self.report = Reporter(kube=kube, events=events, now=now)
-        self._resource: ResourceInfo | None = None
+        self._kind = KindResource(
+            kube, group=watch.gvk.group, version=watch.gvk.version, kind=watch.gvk.kind
+        )
         self._warned_no_status = False
 
     @property
     def resource(self) -> ResourceInfo:
-        if self._resource is None:
-            gvk = self.watch.gvk
-            self._resource = self.kube.resource(group=gvk.group, version=gvk.version, kind=gvk.kind)
-        return self._resource
+        return self._kind()
 
     # -- entry point ---------------------------------------------------------------
 
@@ -141,14 +140,10 @@ class Reconciler:
             period = self._period(obj)
             observe_only = settings_for(self.watch, obj).observe_only
         except BadAnnotation as err:
-            managed = self.watch.manage_status and self.resource.has_status
-            status_res = self.resource if managed else None
             self.report.stopped(
-                status_res, obj, str(err), reason=reporting.RECONCILE_ERROR, log=logger
+                self._status_target(), obj, str(err), reason=reporting.RECONCILE_ERROR, log=logger
             )
-            # Retried with backoff, as by the Go operator, unlike other permanent
-            # errors: fixing only the annotation is no change the watch lets through
-            # (unless watchAnnotationsChanges), so waiting for one would wait hours.
+            # Retried with backoff, as by the Go operator (errors.py says why).
             return Outcome(error=RetryLater(str(err)))
         deleting = bool(obj["metadata"].get("deletionTimestamp"))
         fin = self.watch.finalizer
@@ -202,11 +197,18 @@ class Reconciler:
 
     # -- the run -------------------------------------------------------------------
 
+    def _status_target(self) -> ResourceInfo | None:
+        """Where status is written: the kind's resource when the watch manages status
+        and the CRD has the status subresource; else None (no status writes)."""
+        res = self.resource
+        return res if self.watch.manage_status and res.has_status else None
+
     def _status_managed(self, obj: Mapping[str, Any], logger: ObjectLogger) -> bool:
+        """Whether this run writes status; says once why not when it should but cannot."""
+        if self._status_target() is not None:
+            return True
         if not self.watch.manage_status:
             return False
-        if self.resource.has_status:
-            return True
         if not self._warned_no_status:
             self._warned_no_status = True
             logger.warning(

@@ -301,3 +301,22 @@ class Kube(KubeApi):
 
     def create(self, res: ResourceInfo, *, namespace: str, body: Mapping[str, Any]) -> JSON:
         return cast(JSON, self.request("POST", res.path(namespace=namespace), body=dict(body)))
+
+
+class KindResource:
+    """The ResourceInfo of one kind, looked up on first use and then kept.
+
+    Not at construction: a watched kind's CRD may be created after the operator
+    starts. Used by the reconciler and the drift checker of each watch.
+    """
+
+    def __init__(self, kube: KubeApi, *, group: str, version: str, kind: str) -> None:
+        self._kube = kube
+        self._gvk = (group, version, kind)
+        self._found: ResourceInfo | None = None
+
+    def __call__(self) -> ResourceInfo:
+        if self._found is None:
+            group, version, kind = self._gvk
+            self._found = self._kube.resource(group=group, version=version, kind=kind)
+        return self._found
