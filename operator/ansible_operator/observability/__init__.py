@@ -12,6 +12,9 @@ queue reports through `OperatorMetrics` as its `QueueObserver`.
     metrics   the Go operator's Prometheus metrics (same names) plus run durations
     health    /healthz and /readyz, and the HTTP plumbing both servers share
     events    core/v1 Events about CRs: non-blocking, aggregated, rate-limited
+    eventsapi the two Event calls the recorder makes
+    usermetrics     the user metrics API roles call with osdk_metric (port 5050)
+    usermetricsapi  its requests, decoded as the Go operator's encoding/json does
 
 Nothing here runs on kopf's asyncio loop: servers and the Event poster are
 daemon threads, so a busy loop never delays a probe or a scrape.
