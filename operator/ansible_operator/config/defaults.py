@@ -140,6 +140,13 @@ RETRY_BACKOFF_MAX = 1000.0
 # --warm-ansible (ours): fork ansible-playbook and Python modules from warm
 # interpreters (the warm package); false gives the cold path of exec'ing both.
 WARM_ANSIBLE = True
+# DIFFERENT FROM THE GO OPERATOR (which runs every CR again after a restart):
+# --reconcile-all-at-start. False: a CR whose last reconcile succeeded with the same
+# generation, content and settings waits for its reconcile period (controller/restartrule.py).
+RECONCILE_ALL_AT_START = False
+# Periodic reconciles come up to this fraction of the period early, so that a fleet
+# created at once does not come back all in the same minute.
+RECONCILE_PERIOD_JITTER = 0.1
 # How long the operator waits for a warm server to listen at start-up, and for
 # one to exit at shutdown; a server that misses it is left out (runs go cold).
 WARM_START_TIMEOUT = 30.0

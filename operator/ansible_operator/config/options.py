@@ -76,6 +76,7 @@ class RunOptions:
     user_metrics_bind_address: str = defaults.USER_METRICS_BIND_ADDRESS
     runner_dir: str = defaults.RUNNER_DIR_ROOT
     warm_ansible: bool = defaults.WARM_ANSIBLE
+    reconcile_all_at_start: bool = defaults.RECONCILE_ALL_AT_START
     zap_encoder: str = "json"
     zap_log_level: str = "info"
     zap_stacktrace_level: str = "error"
@@ -130,6 +131,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
     _add_bool(parser, "--warm-ansible", d.WARM_ANSIBLE, "fork Ansible from warm interpreters")
+    _add_bool(
+        parser,
+        "--reconcile-all-at-start",
+        d.RECONCILE_ALL_AT_START,
+        "run every CR at start-up, as the Go operator does, not only changed ones",
+    )
     add("--zap-encoder", default="json", choices=["json", "console"])
     add("--zap-log-level", default="info")
     add("--zap-stacktrace-level", default="error")
@@ -230,6 +237,7 @@ def options_from_args(
         user_metrics_bind_address=args.user_metrics_bind_address,
         runner_dir=args.runner_dir,
         warm_ansible=args.warm_ansible,
+        reconcile_all_at_start=args.reconcile_all_at_start,
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"
         if args.zap_devel and args.zap_log_level == "info"

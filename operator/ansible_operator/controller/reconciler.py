@@ -50,6 +50,7 @@ from ansible_operator.controller import finalizers, reporting
 from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.reporting import EventSink, Reporter
+from ansible_operator.controller.restartrule import RestartRule
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
 from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
 from ansible_operator.launch import crannotations
@@ -96,7 +97,9 @@ class Reconciler:
         cancel: threading.Event,
         now: Callable[[], datetime.datetime] = _now,
         gate: Gate | None = None,
+        restart: RestartRule | None = None,
     ) -> None:
+        self.restart = restart  # what a success records (controller/restartrule.py)
         self.watch = watch
         self.gate = gate
         self.kube = kube
@@ -356,7 +359,8 @@ class Reconciler:
         fin = self.watch.finalizer
         fresh: dict[str, Any] | None = obj
         if managed:
-            fresh = self.report.succeeded(self.resource, obj, result)
+            record = None if self.restart is None else self.restart.record(meta.get("generation"))
+            fresh = self.report.succeeded(self.resource, obj, result, record=record)
         elif fin is not None:
             fresh = self.kube.get_or_none(
                 self.resource, namespace=meta.get("namespace", ""), name=meta["name"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from ansible_operator.controller import statuswrite
+from ansible_operator.controller.restartrule import DIGEST_KEY
 from ansible_operator.errors import OperatorError
 from ansible_operator.kube.client import KubeApi, ResourceInfo
 from ansible_operator.observability.events import ObjectRef
@@ -95,15 +96,23 @@ class Reporter:
         )
 
     def succeeded(
-        self, res: ResourceInfo, obj: Mapping[str, Any], result: RunResult
+        self,
+        res: ResourceInfo,
+        obj: Mapping[str, Any],
+        result: RunResult,
+        *,
+        record: str | None = None,
     ) -> dict[str, Any] | None:
+        """Write Successful; `record` (controller/restartrule.py) goes with it."""
         stats = ansible_result(result)
-        return statuswrite.write(
-            self.kube,
-            res,
-            obj,
-            lambda s: transitions.succeeded(s, result=stats, now=self.now()),
-        )
+
+        def change(status: object) -> dict[str, Any]:
+            written = transitions.succeeded(status, result=stats, now=self.now())
+            if record is not None:
+                written[DIGEST_KEY] = record
+            return written
+
+        return statuswrite.write(self.kube, res, obj, change)
 
     def run_failed(
         self, res: ResourceInfo | None, obj: Mapping[str, Any], result: RunResult

@@ -40,6 +40,7 @@ from ansible_operator.controller import deepobjects
 from ansible_operator.controller.contract import Key
 from ansible_operator.controller.driftsettings import annotations_state
 from ansible_operator.controller.queue import Priority, WorkQueue
+from ansible_operator.controller.restartrule import RestartRule
 
 log = logging.getLogger("ansible_operator.watching")
 
@@ -72,8 +73,10 @@ class PrimaryWatch:
         queue: WorkQueue,
         *,
         on_object: Callable[[str, Mapping[str, Any]], None] | None = None,
+        restart: RestartRule | None = None,
     ) -> None:
         self.watch = watch
+        self.restart = restart
         self.queue = queue
         self.name = watch.controller_name
         self.on_object = on_object
@@ -105,6 +108,11 @@ class PrimaryWatch:
             self.on_object(event_type or "ADDED", body)
         if not self._selected(body):
             return None
+        if event_type is None and self.restart is not None and self.restart.unchanged(body):
+            # Reconciled already with what would run now (controller/restartrule.py).
+            later = Key(controller=self.name, namespace=key[0], name=key[1])
+            self.queue.add_after(later, self.restart.delay(body), priority=Priority.RESYNC)
+            return Priority.RESYNC
         priority = self._priority(event_type, body, previous, state)
         if priority is not None:
             self.queue.add(
@@ -120,10 +128,13 @@ class PrimaryWatch:
         state: _State,
     ) -> Priority | None:
         if event_type is None:
-            # The initial listing at start-up: a CR that was never reconciled is
-            # new work; one that was is a resync and waits behind real changes.
+            # The initial listing at start-up: a CR that was never reconciled, or whose
+            # spec changed since its last reconcile, is new work; another one waits
+            # behind real changes (unchanged ones wait for their period: handle()).
             status = body.get("status")
             reconciled = isinstance(status, Mapping) and bool(status.get("conditions"))
+            if self.restart is not None and reconciled and self.restart.spec_changed(body):
+                return Priority.CHANGE
             return Priority.RESYNC if reconciled else Priority.CHANGE
         if event_type in {"ADDED", "DELETED"} or previous is None:
             return Priority.CHANGE

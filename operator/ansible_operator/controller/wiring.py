@@ -16,7 +16,8 @@ Built in this order, each part using the ones before:
 5. one reconciler per watch (controller/reconciler.py) and the worker pool that
    calls them (controller/workers.py);
 6. the drift-check scheduler (controller/driftchecks.py) with the planning engine
-   (plan/engine.py), and the primary watches' predicates (controller/watching.py);
+   (plan/engine.py), and the primary watches' predicates (controller/watching.py)
+   with each watch's restart rule (controller/restartrule.py);
 7. the sweep of runner directories of deleted resources (controller/rundirsweep.py).
 
 Stopped in the reverse order of need: drift checks first (they change nothing),
@@ -44,6 +45,7 @@ from ansible_operator.controller.driftchecks import DriftScheduler, build_schedu
 from ansible_operator.controller.metricshooks import MetricsHooks
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reconciler import Reconciler
+from ansible_operator.controller.restartrule import RestartRule
 from ansible_operator.controller.rundirsweep import start_sweep
 from ansible_operator.controller.sharding.shard import Shard, ShardOptions, make_shard
 from ansible_operator.controller.watching import PrimaryWatch
@@ -136,7 +138,8 @@ def build(basics: Basics) -> Machinery | None:
     )
     runner = AnsibleRunner(root=Path(opts.runner_dir), warm=warm, extra_env=basics.lifeline.env())
     gate = shard.gate if shard is not None else None
-    reconcilers = _reconcilers(basics, queue, access, runner, gate=gate)
+    restarts = {w.controller_name: _restart_rule(basics, w) for w in basics.watches}
+    reconcilers = _reconcilers(basics, queue, access, runner, gate=gate, restarts=restarts)
     pool = WorkerPool(
         queue,
         lambda key: _handle(reconcilers, key),
@@ -145,7 +148,12 @@ def build(basics: Basics) -> Machinery | None:
     )
     drift = _drift(basics, queue, runner, gate=gate)
     primaries = [
-        PrimaryWatch(w, queue, on_object=_object_hook(basics, w, shard, drift))
+        PrimaryWatch(
+            w,
+            queue,
+            on_object=_object_hook(basics, w, shard, drift),
+            restart=restarts[w.controller_name],
+        )
         for w in basics.watches
     ]
     start_sweep(basics.kube, basics.watches, root=Path(opts.runner_dir), namespaces=opts.namespaces)
@@ -205,6 +213,7 @@ def _reconcilers(
     runner: AnsibleRunner,
     *,
     gate: Gate | None,
+    restarts: Mapping[str, RestartRule],
 ) -> dict[str, Reconciler]:
     opts = basics.options
     settings = RunSettings(
@@ -233,8 +242,19 @@ def _reconcilers(
             access=access,
             cancel=basics.cancel_runs,
             gate=gate,
+            restart=restarts[name],
         )
     return reconcilers
+
+
+def _restart_rule(basics: Basics, watch: Watch) -> RestartRule:
+    opts = basics.options
+    return RestartRule(
+        watch,
+        ansible_args=opts.ansible_args,
+        period=watch.reconcile_period or opts.reconcile_period,
+        rerun_all=opts.reconcile_all_at_start,
+    )
 
 
 def _drift(
