@@ -151,6 +151,10 @@ RECONCILE_PERIOD_JITTER = 0.1
 # one to exit at shutdown; a server that misses it is left out (runs go cold).
 WARM_START_TIMEOUT = 30.0
 WARM_STOP_TIMEOUT = 5.0
+# --warm-idle-timeout: the warm servers start with the first run and stop after
+# this long without runs, so an idle operator is the operator process alone (5m).
+# 0: once started, they stay up until the operator stops.
+WARM_IDLE_TIMEOUT = 300.0
 # A warm server that died is restarted by the next run, but at most this often
 # (seconds since it was last started), so one that cannot start costs little.
 WARM_RESTART_INTERVAL = 5.0

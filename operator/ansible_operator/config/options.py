@@ -77,6 +77,7 @@ class RunOptions:
     runner_dir: str = defaults.RUNNER_DIR_ROOT
     warm_ansible: bool = defaults.WARM_ANSIBLE
     reconcile_all_at_start: bool = defaults.RECONCILE_ALL_AT_START
+    warm_idle_timeout: float = defaults.WARM_IDLE_TIMEOUT
     zap_encoder: str = "json"
     zap_log_level: str = "info"
     zap_stacktrace_level: str = "error"
@@ -131,6 +132,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
     _add_bool(parser, "--warm-ansible", d.WARM_ANSIBLE, "fork Ansible from warm interpreters")
+    add(
+        "--warm-idle-timeout",
+        type=_duration,
+        default=d.WARM_IDLE_TIMEOUT,
+        help="stop the warm servers after this long without runs (Go duration; 0: never)",
+    )
     _add_bool(
         parser,
         "--reconcile-all-at-start",
@@ -238,6 +245,7 @@ def options_from_args(
         runner_dir=args.runner_dir,
         warm_ansible=args.warm_ansible,
         reconcile_all_at_start=args.reconcile_all_at_start,
+        warm_idle_timeout=max(0.0, args.warm_idle_timeout),
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"
         if args.zap_devel and args.zap_log_level == "info"

@@ -120,6 +120,16 @@ class PrimaryWatch:
             )
         return priority
 
+    def _initial_priority(self, body: Mapping[str, Any]) -> Priority:
+        """The initial listing at start-up: a CR that was never reconciled, or whose spec
+        changed since its last reconcile, is new work; another one waits behind real
+        changes (unchanged ones wait for their period: handle())."""
+        status = body.get("status")
+        reconciled = isinstance(status, Mapping) and bool(status.get("conditions"))
+        if self.restart is not None and reconciled and self.restart.spec_changed(body):
+            return Priority.CHANGE
+        return Priority.RESYNC if reconciled else Priority.CHANGE
+
     def _priority(
         self,
         event_type: str | None,
@@ -128,14 +138,7 @@ class PrimaryWatch:
         state: _State,
     ) -> Priority | None:
         if event_type is None:
-            # The initial listing at start-up: a CR that was never reconciled, or whose
-            # spec changed since its last reconcile, is new work; another one waits
-            # behind real changes (unchanged ones wait for their period: handle()).
-            status = body.get("status")
-            reconciled = isinstance(status, Mapping) and bool(status.get("conditions"))
-            if self.restart is not None and reconciled and self.restart.spec_changed(body):
-                return Priority.CHANGE
-            return Priority.RESYNC if reconciled else Priority.CHANGE
+            return self._initial_priority(body)
         if event_type in {"ADDED", "DELETED"} or previous is None:
             return Priority.CHANGE
         generation, annotations, drift = state

@@ -135,6 +135,7 @@ def build(basics: Basics) -> Machinery | None:
         enabled=opts.warm_ansible,
         runner_root=Path(opts.runner_dir),
         extra_env=basics.lifeline.env(),
+        idle_timeout=opts.warm_idle_timeout,
     )
     runner = AnsibleRunner(root=Path(opts.runner_dir), warm=warm, extra_env=basics.lifeline.env())
     gate = shard.gate if shard is not None else None

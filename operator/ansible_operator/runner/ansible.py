@@ -215,10 +215,20 @@ class AnsibleRunner:
         ptyreap.install()  # no fixed 0.1 s sleep after each run (see runner/ptyreap.py)
 
     def run(self, request: RunRequest) -> RunResult:
-        started = time.monotonic()
         _validate(request)
         if request.cancel.is_set():  # shutting down already: do not even start
             return RunResult(ident=request.ident, outcome=RunOutcome.CANCELED)
+        if self._warm is None:
+            return self._run(request, warm_env={})
+        # The warm servers start with the first run and stop when idle: held meanwhile.
+        warm_env = self._warm.acquire()
+        try:
+            return self._run(request, warm_env=warm_env)
+        finally:
+            self._warm.release()
+
+    def _run(self, request: RunRequest, *, warm_env: Mapping[str, str]) -> RunResult:
+        started = time.monotonic()
         environ = dict(os.environ)
         root = request.runner_root or self._root
         data_dir = privatedir.prepare(
@@ -233,7 +243,8 @@ class AnsibleRunner:
             raise RunSetupError(f"run ident {request.ident} was already used: {artifact_dir}")
         marker = uuid.uuid4().hex
         watch = _RunWatch(request, marker=marker, artifact_dir=artifact_dir)
-        kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker)
+        kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker=marker)
+        kwargs["envvars"] |= warm_env
         tmpdir = scratch.scratch_dir(data_dir, request.ident, root=root)
         kwargs["envvars"] |= tempdirs.run_temp_env(tmpdir, environ)
         finished: _Finished | None = None
@@ -263,6 +274,7 @@ class AnsibleRunner:
         data_dir: Path,
         environ: Mapping[str, str],
         watch: _RunWatch,
+        *,
         marker: str,
     ) -> dict[str, Any]:
         bin_dir = os.path.dirname(self._python)  # where ansible-playbook lives
@@ -270,7 +282,6 @@ class AnsibleRunner:
         env = {**self._extra_env, MARKER_ENV: marker}
         if self._warm is not None:
             path.insert(0, str(self._warm.bin_dir))  # the warm ansible-playbook shim
-            env |= self._warm.run_env()
         env["PATH"] = os.pathsep.join(filter(None, path))
         gathering = environ.get("ANSIBLE_GATHERING", "")
         if not gathering:

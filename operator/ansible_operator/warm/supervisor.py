@@ -92,8 +92,14 @@ class WarmServers:
         restart_interval: float = defaults.WARM_RESTART_INTERVAL,
         ansiballz_cache_entries: int = defaults.WARM_ANSIBALLZ_CACHE_ENTRIES,
         extra_env: Mapping[str, str] | None = None,
+        idle_timeout: float = defaults.WARM_IDLE_TIMEOUT,
     ) -> None:
         self.directory = directory
+        self._idle_timeout = idle_timeout  # 0: once started, up until stop()
+        self._active = 0  # runs between acquire() and release()
+        self._last_release = time.monotonic()
+        self._idle = threading.Condition()  # wakes the idle watcher
+        self._watcher: threading.Thread | None = None
         # In the servers' environment, so in /proc/<pid>/environ of every process they
         # fork: the lifeline's owner value (runner/lifeline.py).
         self._extra_env = dict(extra_env or {})
@@ -119,27 +125,82 @@ class WarmServers:
             return {n: p.pid for n, p in self._procs.items() if p.poll() is None}
 
     def start(self) -> None:
-        """Write the clients, start both servers and wait until they listen.
+        """Write the clients, start both servers now and wait until they listen (tests,
+        benchmarks; the operator lets the first run start them: `acquire`).
 
         Raises WarmStartError when the directory cannot be prepared or no server came
         up; a single server that fails only logs a warning (its runs go cold).
         """
+        self.prepare()
+        with self._lock:
+            self._start_locked()
+            listening = [n for n in self._procs if self.socket_path(n).exists()]
+        if not listening:
+            raise WarmStartError("no warm Ansible server started; all runs go cold")
+
+    def prepare(self) -> None:
+        """Write the clients, start nothing: the first `acquire()` starts the servers.
+        Raises WarmStartError when the directory cannot be prepared."""
         try:
             self._prepare_directory()
         except OSError as error:
             raise WarmStartError(f"cannot prepare {self.directory}: {error}") from error
+
+    def acquire(self) -> dict[str, str]:
+        """Before a run: the servers listening (started now if they are not: at the
+        first run, or after an idle stop) and the run counted; its `run_env()`.
+        Every acquire() needs its release()."""
         with self._lock:
-            for spec in _SPECS:
-                self._spawn(spec)
-        failed = [spec.name for spec in _SPECS if not self._wait_listening(spec)]
-        for name in failed:
-            log.warning(
-                "warm Ansible %s server did not start; its runs go cold: %s",
-                name,
-                self._log_tail(name),
-            )
-        if len(failed) == len(_SPECS):
-            raise WarmStartError("no warm Ansible server started; all runs go cold")
+            self._active += 1
+            if not self._stopped and not self._procs:
+                self._start_locked()
+        return self.run_env()
+
+    def release(self) -> None:
+        """After a run: the servers stop once no run came for the idle timeout."""
+        with self._lock:
+            self._active -= 1
+            self._last_release = time.monotonic()
+        with self._idle:
+            self._idle.notify_all()
+
+    def _start_locked(self) -> None:
+        """Spawn both servers and wait until they listen (the caller holds the lock:
+        concurrent runs wait for the same start). A server that does not come up only
+        makes its runs cold."""
+        began = time.monotonic()
+        for spec in _SPECS:
+            self._spawn(spec)
+        for spec in _SPECS:
+            if not self._wait_listening(spec):
+                log.warning(
+                    "warm Ansible %s server did not start; its runs go cold: %s",
+                    spec.name,
+                    self._log_tail(spec.name),
+                )
+        log.info(
+            "Warm Ansible servers started in %.2fs: %s",
+            time.monotonic() - began,
+            {n: p.pid for n, p in self._procs.items() if p.poll() is None},
+        )
+        if self._idle_timeout > 0 and self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch_idle, name="warm-idle", daemon=True)
+            self._watcher.start()
+
+    def _watch_idle(self) -> None:
+        """Stop the servers after `idle_timeout` without runs; they start again with the
+        next run (acquire). Never while a run is active: the lock orders the two."""
+        while True:
+            with self._idle:
+                self._idle.wait(self._idle_timeout / 4)
+            with self._lock:
+                if self._stopped:
+                    return
+                idle_for = time.monotonic() - self._last_release
+                if self._procs and self._active == 0 and idle_for >= self._idle_timeout:
+                    log.info("Warm Ansible servers idle for %.0fs: stopping them", idle_for)
+                    self._terminate(list(self._procs.values()), defaults.WARM_STOP_TIMEOUT)
+                    self._procs.clear()
 
     def run_env(self) -> dict[str, str]:
         """The socket variables of one warm run and its shared AnsiballZ payload
@@ -170,6 +231,17 @@ class WarmServers:
             self._stopped = True
             procs = list(self._procs.values())
             self._procs.clear()
+        with self._idle:
+            self._idle.notify_all()
+        self._terminate(procs, timeout)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        if self._socket_dir != self.directory:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+    # -- internals -------------------------------------------------------------
+
+    @staticmethod
+    def _terminate(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
         for proc in procs:
             with contextlib.suppress(OSError):
                 proc.terminate()
@@ -180,11 +252,6 @@ class WarmServers:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        if self._socket_dir != self.directory:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-
-    # -- internals -------------------------------------------------------------
 
     def _prepare_directory(self) -> None:
         # A predecessor's directory (killed operator) may hold stale sockets.
@@ -246,10 +313,16 @@ class WarmServers:
 
 
 def start_warm_servers(
-    *, enabled: bool, runner_root: Path, extra_env: Mapping[str, str] | None = None
+    *,
+    enabled: bool,
+    runner_root: Path,
+    extra_env: Mapping[str, str] | None = None,
+    idle_timeout: float = defaults.WARM_IDLE_TIMEOUT,
+    eager: bool = False,
 ) -> WarmServers | None:
-    """The operator's warm servers, started; None when turned off or when none could
-    start (logged: every run then takes the cold path)."""
+    """The operator's warm servers, ready to start: the first run starts them (`eager`:
+    now), and they stop after `idle_timeout` seconds without runs. None when turned
+    off or when they cannot be set up (logged: every run then takes the cold path)."""
     if not enabled:
         log.info("Warm Ansible is off (--warm-ansible=false): every run starts cold")
         return None
@@ -264,15 +337,19 @@ def start_warm_servers(
         return None
     remove_stale_directories(runner_root)
     servers = WarmServers(
-        directory=runner_root / f"{_DIR_PREFIX}{os.getpid()}", extra_env=extra_env
+        directory=runner_root / f"{_DIR_PREFIX}{os.getpid()}",
+        extra_env=extra_env,
+        idle_timeout=idle_timeout,
     )
     try:
-        servers.start()
+        servers.start() if eager else servers.prepare()
     except WarmStartError as error:
         log.warning("Warm Ansible is not available, every run starts cold: %s", error)
         servers.stop()
         return None
-    log.info("Warm Ansible servers started: %s", servers.pids())
+    if not eager:
+        idle = f"after {idle_timeout:g}s without runs" if idle_timeout > 0 else "never"
+        log.info("Warm Ansible servers start with the first run and stop %s", idle)
     return servers
 
 
