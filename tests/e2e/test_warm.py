@@ -73,18 +73,21 @@ def test_the_operator_reconciles_through_its_warm_servers_and_stops_them(
     try:
         assert operator.proc is not None
         warm_dir = operator.runner_dir / f".warm-{operator.proc.pid}"
-        servers = warm_servers_of(operator.proc.pid)
-        assert set(servers) == SERVERS
+        assert warm_servers_of(operator.proc.pid) == {}  # idle: the operator alone
         assert (warm_dir / "bin" / "ansible-playbook").is_file()
+
+        create_cr(api_client, own_namespace, "gadgets", "Gadget", "g1", {"color": "green"})
+        wait_condition(api_client, own_namespace, "gadgets", "g1", "Successful")
+        assert (configmap(api_client, own_namespace, "g1-gadget") or {}).get("color") == "green"
+        servers = warm_servers_of(operator.proc.pid)  # started by the first run
+        assert set(servers) == SERVERS
         sockets = [Path(processes()[pid][1][4]) for pid in servers.values()]  # --socket PATH
         for path in sockets:
             assert path.is_socket()
             assert stat.S_IMODE(path.stat().st_mode) == 0o600
             assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-
-        create_cr(api_client, own_namespace, "gadgets", "Gadget", "g1", {"color": "green"})
-        wait_condition(api_client, own_namespace, "gadgets", "g1", "Successful")
-        assert (configmap(api_client, own_namespace, "g1-gadget") or {}).get("color") == "green"
+        create_cr(api_client, own_namespace, "gadgets", "Gadget", "g2", {"color": "blue"})
+        wait_condition(api_client, own_namespace, "gadgets", "g2", "Successful")
         assert warm_servers_of(operator.proc.pid) == servers  # still the same two
         assert not any(
             "Warm Ansible is not available" in str(line.get("msg")) for line in operator.log_lines()
