@@ -51,6 +51,7 @@ from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.reporting import EventSink, Reporter
 from ansible_operator.controller.restartrule import RestartRule
+from ansible_operator.controller.watchbodies import WatchBodies
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
 from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
 from ansible_operator.launch import crannotations
@@ -98,8 +99,10 @@ class Reconciler:
         now: Callable[[], datetime.datetime] = _now,
         gate: Gate | None = None,
         restart: RestartRule | None = None,
+        bodies: WatchBodies | None = None,
     ) -> None:
         self.restart = restart  # what a success records (controller/restartrule.py)
+        self.bodies = bodies  # what the watch saw (controller/watchbodies.py)
         self.watch = watch
         self.gate = gate
         self.kube = kube
@@ -126,7 +129,9 @@ class Reconciler:
     def reconcile(self, key: Key) -> Outcome:
         """One reconcile of `key`; what the Outcome makes the queue do is contract.decide's."""
         res = self.resource
-        obj = self.kube.get_or_none(res, namespace=key.namespace, name=key.name)
+        obj = self.bodies.take(key) if self.bodies is not None else None
+        if obj is None:  # nothing the watch just saw: read it live
+            obj = self.kube.get_or_none(res, namespace=key.namespace, name=key.name)
         if obj is None:
             self._forget(key)
             return Outcome(forget=True)

@@ -41,6 +41,7 @@ from ansible_operator.controller.contract import Key
 from ansible_operator.controller.driftsettings import annotations_state
 from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.restartrule import RestartRule
+from ansible_operator.controller.watchbodies import WatchBodies
 
 log = logging.getLogger("ansible_operator.watching")
 
@@ -74,9 +75,11 @@ class PrimaryWatch:
         *,
         on_object: Callable[[str, Mapping[str, Any]], None] | None = None,
         restart: RestartRule | None = None,
+        bodies: WatchBodies | None = None,
     ) -> None:
         self.watch = watch
         self.restart = restart
+        self.bodies = bodies  # the bodies of queued CRs, for their reconcile
         self.queue = queue
         self.name = watch.controller_name
         self.on_object = on_object
@@ -108,17 +111,28 @@ class PrimaryWatch:
             self.on_object(event_type or "ADDED", body)
         if not self._selected(body):
             return None
+        queued = Key(controller=self.name, namespace=key[0], name=key[1])
         if event_type is None and self.restart is not None and self.restart.unchanged(body):
             # Reconciled already with what would run now (controller/restartrule.py).
-            later = Key(controller=self.name, namespace=key[0], name=key[1])
-            self.queue.add_after(later, self.restart.delay(body), priority=Priority.RESYNC)
+            self.queue.add_after(queued, self.restart.delay(body), priority=Priority.RESYNC)
             return Priority.RESYNC
         priority = self._priority(event_type, body, previous, state)
+        self._keep_body(queued, event_type, body, queue=priority is not None)
         if priority is not None:
-            self.queue.add(
-                Key(controller=self.name, namespace=key[0], name=key[1]), priority=priority
-            )
+            self.queue.add(queued, priority=priority)
         return priority
+
+    def _keep_body(
+        self, key: Key, event_type: str | None, body: Mapping[str, Any], *, queue: bool
+    ) -> None:
+        if self.bodies is None:
+            return
+        if event_type == "DELETED":
+            self.bodies.drop(key)
+        elif queue:
+            self.bodies.keep(key, body)
+        else:
+            self.bodies.update(key, body)
 
     def _initial_priority(self, body: Mapping[str, Any]) -> Priority:
         """The initial listing at start-up: a CR that was never reconciled, or whose spec

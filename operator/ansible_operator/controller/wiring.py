@@ -48,6 +48,7 @@ from ansible_operator.controller.reconciler import Reconciler
 from ansible_operator.controller.restartrule import RestartRule
 from ansible_operator.controller.rundirsweep import start_sweep
 from ansible_operator.controller.sharding.shard import Shard, ShardOptions, make_shard
+from ansible_operator.controller.watchbodies import WatchBodies
 from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.controller.workers import WorkerPool
 from ansible_operator.kube.client import Kube
@@ -140,7 +141,10 @@ def build(basics: Basics) -> Machinery | None:
     runner = AnsibleRunner(root=Path(opts.runner_dir), warm=warm, extra_env=basics.lifeline.env())
     gate = shard.gate if shard is not None else None
     restarts = {w.controller_name: _restart_rule(basics, w) for w in basics.watches}
-    reconcilers = _reconcilers(basics, queue, access, runner, gate=gate, restarts=restarts)
+    bodies = {w.controller_name: WatchBodies() for w in basics.watches}
+    reconcilers = _reconcilers(
+        basics, queue, access, runner, gate=gate, restarts=restarts, bodies=bodies
+    )
     pool = WorkerPool(
         queue,
         lambda key: _handle(reconcilers, key),
@@ -154,6 +158,7 @@ def build(basics: Basics) -> Machinery | None:
             queue,
             on_object=_object_hook(basics, w, shard, drift),
             restart=restarts[w.controller_name],
+            bodies=bodies[w.controller_name],
         )
         for w in basics.watches
     ]
@@ -215,6 +220,7 @@ def _reconcilers(
     *,
     gate: Gate | None,
     restarts: Mapping[str, RestartRule],
+    bodies: Mapping[str, WatchBodies],
 ) -> dict[str, Reconciler]:
     opts = basics.options
     settings = RunSettings(
@@ -244,6 +250,7 @@ def _reconcilers(
             cancel=basics.cancel_runs,
             gate=gate,
             restart=restarts[name],
+            bodies=bodies[name],
         )
     return reconcilers
 
