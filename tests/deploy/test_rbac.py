@@ -201,7 +201,8 @@ def test_operator_reconciles_every_sample_with_only_its_rbac(
                 if e.involved_object.api_version == f"{support.GROUP}/{support.VERSION}"
             }
 
-        wait_for("Running and Successful Events", lambda: {"Running", "Successful"} <= reasons())
+        # (Running Events come only for runs that last: controller/runningmark.py.)
+        wait_for("Successful Events", lambda: "Successful" in reasons())
 
         # Deleting a SampleDB runs its finalizer role under the same identity.
         for obj in samples:

@@ -219,8 +219,9 @@ def _sample(metrics_text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
-def _running_events(api_client: Any, ns: str, name: str) -> int:
-    return sum(e.count or 1 for e in events_for(api_client, ns, name) if e.reason == "Running")
+def _successful_runs(api_client: Any, ns: str, name: str) -> int:
+    # Successful Events: a Running Event comes only for runs that last (runningmark.py).
+    return sum(e.count or 1 for e in events_for(api_client, ns, name) if e.reason == "Successful")
 
 
 def test_the_reconcile_period_annotation_causes_periodic_runs(
@@ -239,7 +240,7 @@ def test_the_reconcile_period_annotation_causes_periodic_runs(
     wait_condition(api_client, ns, "gadgets", "periodic", "Successful")
     wait_for(
         "at least 3 runs from the 2s period",
-        lambda: _running_events(api_client, ns, "periodic") >= 3,
+        lambda: _successful_runs(api_client, ns, "periodic") >= 3,
         timeout=60,
     )
 

@@ -60,6 +60,9 @@ def operator(
         kubeconfig=kubeconfig_path,
         workdir=tmp_path_factory.mktemp("operator"),
         env={"WATCH_NAMESPACE": namespace, "ANSIBLE_INVENTORY": str(missing_inventory)},
+        # A Running Event for every attempt, as the Go operator's status has one, even
+        # for a run that fails at once (by default only runs that last get one).
+        args=["--running-condition-delay=0"],
         name="setup-errors",
     ).start()
     yield process

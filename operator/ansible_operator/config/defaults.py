@@ -144,6 +144,10 @@ WARM_ANSIBLE = True
 # --reconcile-all-at-start. False: a CR whose last reconcile succeeded with the same
 # generation, content and settings waits for its reconcile period (controller/restartrule.py).
 RECONCILE_ALL_AT_START = False
+# DIFFERENT FROM THE GO OPERATOR (which writes Running before every run):
+# --running-condition-delay. The Running condition and Event come only if a run is
+# still going after this long (controller/runningmark.py); 0: before every run.
+RUNNING_CONDITION_DELAY = 1.0
 # Periodic reconciles come up to this fraction of the period early, so that a fleet
 # created at once does not come back all in the same minute.
 RECONCILE_PERIOD_JITTER = 0.1

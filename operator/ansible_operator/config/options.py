@@ -78,6 +78,7 @@ class RunOptions:
     warm_ansible: bool = defaults.WARM_ANSIBLE
     reconcile_all_at_start: bool = defaults.RECONCILE_ALL_AT_START
     warm_idle_timeout: float = defaults.WARM_IDLE_TIMEOUT
+    running_condition_delay: float = defaults.RUNNING_CONDITION_DELAY
     zap_encoder: str = "json"
     zap_log_level: str = "info"
     zap_stacktrace_level: str = "error"
@@ -132,6 +133,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
     _add_bool(parser, "--warm-ansible", d.WARM_ANSIBLE, "fork Ansible from warm interpreters")
+    add(
+        "--running-condition-delay",
+        type=_duration,
+        default=d.RUNNING_CONDITION_DELAY,
+        help="write Running only if a run lasts this long (Go duration; 0: always first)",
+    )
     add(
         "--warm-idle-timeout",
         type=_duration,
@@ -246,6 +253,7 @@ def options_from_args(
         warm_ansible=args.warm_ansible,
         reconcile_all_at_start=args.reconcile_all_at_start,
         warm_idle_timeout=max(0.0, args.warm_idle_timeout),
+        running_condition_delay=max(0.0, args.running_condition_delay),
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"
         if args.zap_devel and args.zap_log_level == "info"

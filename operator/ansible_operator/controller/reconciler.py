@@ -51,6 +51,7 @@ from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.reporting import EventSink, Reporter
 from ansible_operator.controller.restartrule import RestartRule
+from ansible_operator.controller.runningmark import RunningMark
 from ansible_operator.controller.watchbodies import WatchBodies
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
 from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
@@ -241,20 +242,29 @@ class Reconciler:
         log: ObjectLogger,
     ) -> Outcome:
         managed = self._status_managed(obj, log)
-        if managed:
-            written = self.report.running(self.resource, obj)
-            if written is None:
-                return Outcome(forget=True)
-            obj = written
+        mark = RunningMark(
+            self.report,
+            self.resource if managed else None,
+            obj,
+            delay=self.settings.running_delay,
+        )
+        latest = mark.before_request()
+        if latest is None:
+            return Outcome(forget=True)
+        obj = latest
         started = time.monotonic()
         try:
-            result = self._run(obj, ident=ident, deleting=deleting, log=log)
+            result = self._run(obj, ident=ident, deleting=deleting, mark=mark, log=log)
         except (Permanent, OSError) as err:
             self.hooks.run_finished(gvk=self._gvk, outcome=None, seconds=time.monotonic() - started)
             return self._not_started(obj, err, managed=managed, period=period, log=log)
+        finally:
+            latest = mark.finish()
         self.hooks.run_finished(gvk=self._gvk, outcome=result.outcome, seconds=result.duration)
+        if latest is None:  # gone at the Running write, during the run
+            return Outcome(forget=True)
         return self._after_run(
-            obj, result, deleting=deleting, managed=managed, period=period, log=log
+            latest, result, deleting=deleting, managed=managed, period=period, log=log
         )
 
     def _not_started(
@@ -277,7 +287,13 @@ class Reconciler:
         return Outcome(error=RetryLater(message))
 
     def _run(
-        self, obj: dict[str, Any], *, ident: str, deleting: bool, log: ObjectLogger
+        self,
+        obj: dict[str, Any],
+        *,
+        ident: str,
+        deleting: bool,
+        mark: RunningMark,
+        log: ObjectLogger,
     ) -> RunResult:
         """Prepare and perform the run with its own token; both are gone when this returns.
 
@@ -290,9 +306,7 @@ class Reconciler:
             )
             what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
             path = request.playbook or request.role
-            self.report.event(
-                obj, type="Normal", reason=reporting.RUNNING, message=f"Running {what} {path}"
-            )
+            mark.start(f"Running {what} {path}")
             return self.runner.run(request)
 
     def _request(

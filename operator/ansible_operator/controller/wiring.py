@@ -229,6 +229,7 @@ def _reconcilers(
         ansible_log_events=opts.ansible_log_events,
         runner_root=Path(opts.runner_dir),
         run_timeout=opts.ansible_run_timeout or None,
+        running_delay=opts.running_condition_delay,
     )
     reconcilers = {}
     for watch in basics.watches:

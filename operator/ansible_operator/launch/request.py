@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
 from ansible_operator.launch import crannotations
 from ansible_operator.launch.extravars import build_extravars
@@ -42,6 +43,9 @@ class RunSettings:
     ansible_log_events: str
     runner_root: Path
     run_timeout: float | None
+    # --running-condition-delay: Running written only if a run lasts this long
+    # (controller/runningmark.py); 0 writes it before every run, as the Go operator.
+    running_delay: float = defaults.RUNNING_CONDITION_DELAY
 
 
 def build_run_request(

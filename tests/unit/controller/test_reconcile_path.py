@@ -105,6 +105,7 @@ class World:
     hooks: Hooks = field(default_factory=Hooks)
     credentials: RunCredentials = field(default_factory=RunCredentials)
     accesses: list[RecordingAccess] = field(default_factory=list)
+    running_delay: float = 0.0
 
     def reconciler(
         self,
@@ -136,6 +137,7 @@ class World:
                 ansible_log_events="Nothing",
                 runner_root=self.tmp / "runs",
                 run_timeout=None,
+                running_delay=self.running_delay,  # 0: Running before the run, as Go
             ),
             events=self.events,
             hooks=self.hooks,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ansible_operator.status import drift, running
+from ansible_operator.status import driftcondition, running
 from ansible_operator.status.driftcondition import DriftState
 
 NOW = datetime.datetime(2026, 5, 6, 7, 8, 9, tzinfo=datetime.UTC)
@@ -52,13 +52,13 @@ LIVE: dict[str, Any] = {
 def test_what_a_check_found(
     drifted: tuple[str, ...], error: str | None, expected: DriftState
 ) -> None:
-    assert drift.found(drifted, error=error, shown=3) == expected
+    assert driftcondition.found(drifted, error=error, shown=3) == expected
 
 
 def test_the_condition_is_added_and_everything_else_is_kept_in_place() -> None:
     live = copy.deepcopy(LIVE)
-    state = drift.found(("Deployment ns/web",), error=None, shown=3)
-    written = drift.with_drift(live, state, generation=4, now=NOW)
+    state = driftcondition.found(("Deployment ns/web",), error=None, shown=3)
+    written = driftcondition.with_drift(live, state, generation=4, now=NOW)
     assert live == LIVE  # the input is not modified
     assert written["replicas"] == 2
     assert written["conditions"][:2] == LIVE["conditions"]
@@ -73,16 +73,16 @@ def test_the_condition_is_added_and_everything_else_is_kept_in_place() -> None:
 
 
 def test_last_transition_time_moves_only_when_the_status_changes() -> None:
-    drifted = drift.found(("Deployment ns/web",), error=None, shown=3)
-    first = drift.with_drift({}, drifted, generation=1, now=NOW)
-    more = drift.found(("Deployment ns/web", "Service ns/web"), error=None, shown=3)
-    again = drift.with_drift(first, more, generation=2, now=LATER)
+    drifted = driftcondition.found(("Deployment ns/web",), error=None, shown=3)
+    first = driftcondition.with_drift({}, drifted, generation=1, now=NOW)
+    more = driftcondition.found(("Deployment ns/web", "Service ns/web"), error=None, shown=3)
+    again = driftcondition.with_drift(first, more, generation=2, now=LATER)
     [condition] = again["conditions"]
     assert condition["lastTransitionTime"] == "2026-05-06T07:08:09Z"
     assert condition["message"] == "Drifted: Deployment ns/web, Service ns/web"
     assert condition["observedGeneration"] == 2
-    resolved = drift.with_drift(
-        again, drift.found((), error=None, shown=3), generation=2, now=LATER
+    resolved = driftcondition.with_drift(
+        again, driftcondition.found((), error=None, shown=3), generation=2, now=LATER
     )
     [condition] = resolved["conditions"]
     assert (condition["status"], condition["lastTransitionTime"]) == (
@@ -92,7 +92,7 @@ def test_last_transition_time_moves_only_when_the_status_changes() -> None:
 
 
 def test_the_reconciles_status_writes_keep_the_drifted_condition() -> None:
-    state = drift.found(("Deployment ns/web",), error=None, shown=3)
-    with_drifted = drift.with_drift(LIVE, state, generation=1, now=NOW)
+    state = driftcondition.found(("Deployment ns/web",), error=None, shown=3)
+    with_drifted = driftcondition.with_drift(LIVE, state, generation=1, now=NOW)
     after_running = running(with_drifted, now=LATER)
-    assert drift.current(after_running) == drift.current(with_drifted)
+    assert driftcondition.current(after_running) == driftcondition.current(with_drifted)
