@@ -18,7 +18,9 @@ Layers, top to bottom (a module imports only from layers below it):
     kube           the Kubernetes API client and its helpers
     observability  logging, metrics, health probes, Kubernetes Events
     config         watches.yaml, flags, environment; every default lives in config.defaults
-    errors         the exception hierarchy
+    errors | clocks
+                   the exception hierarchy; the monotonic and wall clocks every timed
+                   decision reads, and the FakeClock tests move by hand
 """
 
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ansible_operator.clocks import FakeClock
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.drift import DriftChecker, DriftScheduler, Findings
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
@@ -21,7 +22,7 @@ from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
 from ansible_operator.runner.fake import FakeRunner
-from tests.unit.controller.test_queue import FakeClock, Recorder
+from tests.unit.controller.test_queue import Recorder
 from tests.unit.controller.test_reconcile_path import FINALIZER, NAME, NS, WIDGETS, World
 from tests.unit.controller.test_reconcile_path import world as world  # noqa: PLC0414
 from tests.unit.controller.test_workers import wait_until

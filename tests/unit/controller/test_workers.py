@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from ansible_operator.clocks import FakeClock
 from ansible_operator.controller.queue import Key, Priority, WorkQueue
 from ansible_operator.controller.workers import Outcome, WorkerPool
 from ansible_operator.errors import Permanent, RetryLater
-from tests.unit.controller.test_queue import A, B, C, FakeClock, Recorder, key
+from tests.unit.controller.test_queue import A, B, C, Recorder, key
 
 LOGGER = "ansible_operator.controller.workers"
 Pools = Callable[..., WorkerPool]
