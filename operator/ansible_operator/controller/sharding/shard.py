@@ -50,7 +50,7 @@ from ansible_operator.controller.sharding.membership import (
     MembershipConfig,
     member_identity,
 )
-from ansible_operator.controller.sharding.metrics import ShardMetrics
+from ansible_operator.controller.sharding.shardmetrics import ShardMetrics
 from ansible_operator.controller.sharding.takeover import Candidate, Takeover
 from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import ConfigError, Conflict, OperatorError, RetryLater
