@@ -44,7 +44,7 @@ from ansible_operator.controller.watching import controller_name
 from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import BadAnnotation, OperatorError
 from ansible_operator.kube.client import Kube, KubeApi, ResourceInfo
-from ansible_operator.observability.events import ObjectRef
+from ansible_operator.observability.eventrecorder import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.runner.base import Runner
 from ansible_operator.status import drift as status_drift

@@ -45,7 +45,8 @@ from ansible_operator.controller.watching import PrimaryWatch, controller_name, 
 from ansible_operator.controller.workers import Outcome, WorkerPool
 from ansible_operator.errors import ConfigError
 from ansible_operator.kube.client import Kube, load_api_client
-from ansible_operator.observability.events import EventRecorder
+from ansible_operator.kube.eventposter import KubeEventPoster  # seams: the recorder posts via kube
+from ansible_operator.observability.eventrecorder import EventRecorder  # seams: renamed module
 from ansible_operator.observability.health import HealthServer
 from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
 from ansible_operator.observability.usermetrics import UserMetricsServer
@@ -274,7 +275,7 @@ class Manager:
         health.start()
         metrics_server.start()
         user_metrics = self._start_user_metrics()
-        events = EventRecorder(api_client)
+        events = EventRecorder(KubeEventPoster(kube))  # seams: was EventRecorder(api_client)
         elector = self._elect(kube)
         try:
             if elector is not None:

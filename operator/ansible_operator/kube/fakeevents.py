@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from ansible_operator.observability.events import ObjectRef
+from ansible_operator.observability.eventrecorder import ObjectRef
 
 __all__ = ["FakeEvents", "RecordedEvent"]
 
