@@ -21,6 +21,10 @@ Layers, top to bottom (a module imports only from layers below it):
     errors | clocks
                    the exception hierarchy; the monotonic and wall clocks every timed
                    decision reads, and the FakeClock tests move by hand
+
+Third-party frameworks stay behind the modules that wrap them: `kubernetes` is
+imported only in kube, `ansible_runner` only in runner.ansible. `make lint`
+checks both, and the layers, with import-linter (pyproject.toml).
 """
 
 __version__ = "0.1.0"
