@@ -7,11 +7,15 @@ environment variables, so roles written for it run unchanged.
 Layers, top to bottom (a module imports only from layers below it):
 
     cli            the `ansible-operator` command: run, validate, version, init, create api, plan
-    plan           `plan`: a CR's run in check mode through a read-only proxy, read back as
-                   changes (reuses the controller's run request and run access)
     controller | scaffold
                    controller: watching (kopf), queueing, reconciling, finalizers, leader
-                   election; scaffold: writing new projects (init, create api), no cluster
+                   election, drift checks; scaffold: writing new projects (init,
+                   create api), no cluster
+    plan           a CR's run in check mode through a read-only proxy, read back as
+                   changes: the `plan` command, and the engine drift checks use
+    launch         one run of a CR put together: its request (extra vars from the CR,
+                   the tuning annotations, the role or finalizer) and its access (a
+                   token and kubeconfig for the API proxy); used by controller and plan
     runner | status | proxy
                    one Ansible run; status conditions; the API endpoint roles talk to
     warm           fork servers that start ansible-playbook and Python modules warm

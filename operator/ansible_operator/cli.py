@@ -24,7 +24,6 @@ from ansible_operator.controller import manager
 from ansible_operator.errors import ConfigError
 from ansible_operator.observability.logging import setup_logging
 from ansible_operator.plan import command as plan
-from ansible_operator.plan import drift as plan_drift
 from ansible_operator.scaffold import commands as scaffold
 from ansible_operator.warm import malloc
 
@@ -99,7 +98,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         logging.getLogger("ansible_operator.cli").warning(
             "flag %s is accepted for compatibility and has no effect here", flag
         )
-    return manager.run(options, planner=plan_drift.make_planner)
+    return manager.run(options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ansible_operator.plan.journal import Journal, TaskEntry
-from ansible_operator.runner.events import JobEvent
+from ansible_operator.runner.jobevents import JobEvent
 
 
 def _event(event: str, action: str, res: dict[str, Any]) -> JobEvent:

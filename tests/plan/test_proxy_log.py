@@ -16,7 +16,7 @@ from kubernetes import client
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.plan import target
-from ansible_operator.plan.command import plan_with
+from ansible_operator.plan.engine import plan_with
 from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner.fake import FakeRunner
 

@@ -17,8 +17,9 @@ import pytest
 from kubernetes import client
 
 from ansible_operator.config.watches import GVK, Watch
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.dependents import DependentWatches
-from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.kube.client import Kube
 from ansible_operator.proxy import Owner
 from tests.proxy.conftest import OwnerKinds, Running

@@ -24,12 +24,13 @@ from typing import Any
 import pytest
 from ansible.release import __version__ as ANSIBLE_CORE
 
+from ansible_operator.controller import reporting
 from ansible_operator.errors import RunSetupError
-from ansible_operator.runner import inputdir
+from ansible_operator.runner import privatedir
 from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import Outcome, Runner, RunRequest, RunResult, new_ident
-from ansible_operator.runner.events import JobEvent
+from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
 from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.jobevents import JobEvent
 
 HERE = Path(__file__).parent
 PLAYBOOKS = HERE / "playbooks"
@@ -153,7 +154,7 @@ def test_role_mode_runs_the_role_with_extravars_verbosity_and_kubeconfig_path(
     request = make_request(tmp_path, role=ROLES / "capture", verbosity=3, kubeconfig=kubeconfig)
     result = runner.run(request)
 
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     assert result.stats is not None
     assert (result.stats.ok, result.stats.changed, result.stats.failures) == (1, 1, 0)
     seen = json.loads((tmp_path / "seen.json").read_text())
@@ -197,7 +198,7 @@ def test_playbook_mode_and_fact_gathering(
     if gathering is not None:
         monkeypatch.setenv("ANSIBLE_GATHERING", gathering)
     result = runner.run(make_request(tmp_path, playbook=PLAYBOOKS / "capture.yml"))
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen == {
         "greeting": "hello",
@@ -214,7 +215,7 @@ def test_ansible_args_reach_ansible_playbook(
         tmp_path, playbook=PLAYBOOKS / "tags.yml", ansible_args="'--tags selected'"
     )
     result = runner.run(request)
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     assert (tmp_path / "selected").exists()
     assert not (tmp_path / "other").exists()
     assert (data_dir(root) / "env" / "cmdline").read_text() == "--tags selected"
@@ -233,28 +234,28 @@ LOOP_FAILED = "One or more items failed" + (
 FAILURE_CASES = {
     # playbook: (outcome, [(task, message, unreachable)], rc)
     "plain_failure": (
-        Outcome.FAILED,
+        RunOutcome.FAILED,
         [("Fail plainly", "plain failure message", False)],
         2,
     ),
-    "ignored_failure": (Outcome.SUCCESSFUL, [], 0),
-    "rescued_failure": (Outcome.SUCCESSFUL, [], 0),
+    "ignored_failure": (RunOutcome.SUCCESSFUL, [], 0),
+    "rescued_failure": (RunOutcome.SUCCESSFUL, [], 0),
     "failure_in_rescue": (
-        Outcome.FAILED,
+        RunOutcome.FAILED,
         [("Fail inside the rescue", "rescue failure message", False)],
         2,
     ),
     "loop_failure": (
-        Outcome.FAILED,
+        RunOutcome.FAILED,
         [("Loop with one failing item", LOOP_FAILED, False)],
         2,
     ),
     "unreachable": (
-        Outcome.FAILED,
+        RunOutcome.FAILED,
         [("Talk to an unreachable host", f"{TASK_FAILED}failconn refuses every connection", True)],
         4,
     ),
-    "ignored_unreachable": (Outcome.SUCCESSFUL, [], 0),
+    "ignored_unreachable": (RunOutcome.SUCCESSFUL, [], 0),
 }
 
 
@@ -267,7 +268,7 @@ def test_failure_semantics(
     runner: AnsibleRunner,
     tmp_path: Path,
     playbook: str,
-    outcome: Outcome,
+    outcome: RunOutcome,
     failures: list[tuple[str, str, bool]],
     rc: int,
 ) -> None:
@@ -277,10 +278,9 @@ def test_failure_semantics(
     assert all(f.host == "localhost" for f in result.failures)
     assert result.rc == rc
     assert result.stats is not None
-    for task, message, _ in failures:
-        assert f"[{task}]" in result.summary()
-        assert message in result.summary()
-    if outcome is Outcome.FAILED:
+    for _task, message, _ in failures:
+        assert message in reporting.failure_message(result)
+    if outcome is RunOutcome.FAILED:
         assert "PLAY RECAP" in result.stdout_tail
     else:
         assert result.stdout_tail == ""
@@ -290,21 +290,21 @@ def test_missing_role_is_an_error_carrying_ansibles_output(
     runner: AnsibleRunner, tmp_path: Path
 ) -> None:
     result = runner.run(make_request(tmp_path, role=tmp_path / "roles" / "no_such_role"))
-    assert result.outcome is Outcome.ERROR
+    assert result.outcome is RunOutcome.ERROR
     assert result.rc == 1
     assert result.stats is None
     assert result.failures == ()
     assert "no_such_role" in result.stdout_tail
     assert "was not found" in result.stdout_tail
     assert "\x1b[" not in result.stdout_tail
-    assert result.summary().startswith("did not receive playbook_on_stats event: ")
+    assert reporting.failure_message(result).startswith("Ansible run did not complete: ")
 
 
 def test_requeue_after_is_reported_and_the_run_still_completes(
     runner: AnsibleRunner, tmp_path: Path
 ) -> None:
     result = runner.run(make_request(tmp_path, playbook=PLAYBOOKS / "requeue.yml"))
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     assert result.requeue_after == 90.0
     assert (tmp_path / "after-requeue").read_text() == "done"  # the play went on
     assert result.stats is not None
@@ -320,7 +320,7 @@ def test_artifacts_are_rotated_and_latest_follows(
     idents = []
     for _ in range(4):
         request = make_request(tmp_path, playbook=PLAYBOOKS / "noop.yml", max_artifacts=2)
-        assert runner.run(request).outcome is Outcome.SUCCESSFUL
+        assert runner.run(request).outcome is RunOutcome.SUCCESSFUL
         idents.append(request.ident)
     artifacts = data_dir(root) / "artifacts"
     runs = sorted(p.name for p in artifacts.iterdir() if not p.is_symlink())
@@ -339,7 +339,7 @@ def test_on_event_sees_every_event_and_cannot_break_the_run(
         raise RuntimeError("a broken logging hook")
 
     result = runner.run(make_request(tmp_path, playbook=PLAYBOOKS / "noop.yml", on_event=hook))
-    assert result.outcome is Outcome.SUCCESSFUL
+    assert result.outcome is RunOutcome.SUCCESSFUL
     names = [event.event for event in seen]
     assert names[0] == "playbook_on_start"
     assert names[-1] == "playbook_on_stats"
@@ -362,7 +362,7 @@ def test_no_log_values_stay_hidden(runner: AnsibleRunner, root: Path, tmp_path: 
         on_event=hook,
     )
     result = runner.run(request)
-    assert result.outcome is Outcome.FAILED
+    assert result.outcome is RunOutcome.FAILED
     assert [f.task for f in result.failures] == ["Fail with the secret in every output"]
     assert "no_log: true" in result.failures[0].message
     assert len(payloads) > 5
@@ -404,10 +404,10 @@ def test_timeout_kills_every_process(
     elapsed = time.monotonic() - started
 
     assert sleeper_watch["seen"].is_set(), "the sleeping task never started"
-    assert result.outcome is Outcome.TIMEOUT
+    assert result.outcome is RunOutcome.TIMEOUT
     assert RUN_TIMEOUT <= elapsed < RUN_TIMEOUT + 6
     assert result.rc == 254
-    assert result.summary() == f"Ansible run timed out after {RUN_TIMEOUT}s"
+    assert reporting.failure_message(result).startswith("Ansible run timed out after ")
     assert processes_mentioning(marker) == []
     assert processes_mentioning(str(tmp_path)) == []
     assert list(ansible_temp.iterdir()) == []  # what the killed processes left is gone
@@ -428,7 +428,7 @@ def test_cancel_kills_every_process_promptly(
     finished = time.monotonic()
 
     assert sleeper_watch["seen"].is_set(), "the sleeping task never started"
-    assert result.outcome is Outcome.CANCELED
+    assert result.outcome is RunOutcome.CANCELED
     assert finished - sleeper_watch["seen_at"] < 3
     assert processes_mentioning(marker) == []
     assert processes_mentioning(str(tmp_path)) == []
@@ -456,8 +456,8 @@ def test_canceling_one_run_leaves_a_concurrent_run_alone(
         thread.join(60)
 
     assert sleeper_watch["seen"].is_set()
-    assert results["doomed"].outcome is Outcome.CANCELED
-    assert results["survivor"].outcome is Outcome.SUCCESSFUL, results["survivor"].stdout_tail
+    assert results["doomed"].outcome is RunOutcome.CANCELED
+    assert results["survivor"].outcome is RunOutcome.SUCCESSFUL, results["survivor"].stdout_tail
     assert (tmp_path / "slow-done").read_text() == "done"
     assert processes_mentioning(sleeper_watch["marker"]) == []
 
@@ -468,7 +468,7 @@ def test_a_canceled_request_does_not_start(
     request = make_request(tmp_path, playbook=PLAYBOOKS / "noop.yml")
     request.cancel.set()
     result = runner.run(request)
-    assert result.outcome is Outcome.CANCELED
+    assert result.outcome is RunOutcome.CANCELED
     assert not root.exists()
 
 
@@ -519,7 +519,7 @@ LAYOUTS = {
 @pytest.mark.parametrize(("parts", "expected"), LAYOUTS.values(), ids=LAYOUTS.keys())
 def test_cr_dir_layout(tmp_path: Path, parts: tuple[str, ...], expected: str) -> None:
     group, version, kind, namespace, name = parts
-    path = inputdir.cr_dir(
+    path = privatedir.cr_dir(
         root=tmp_path, group=group, version=version, kind=kind, namespace=namespace, name=name
     )
     assert path == tmp_path / expected
@@ -529,7 +529,7 @@ def prepare(
     root: Path, tmp_path: Path, environ: dict[str, str] | None = None, **overrides: Any
 ) -> Path:
     request = make_request(tmp_path, playbook=PLAYBOOKS / "noop.yml", **overrides)
-    return inputdir.prepare(
+    return privatedir.prepare(
         request, root=root, environ=environ or {}, python="/opt/py/bin/python3", settings={"a": 1}
     )
 
@@ -613,15 +613,15 @@ def test_remove_cr_dir_prunes_empty_parents_only(root: Path, tmp_path: Path) -> 
     other_ns = prepare(root, tmp_path, namespace="other", name="alone")
     where = {"root": root, "group": "cache.example.com", "version": "v1alpha1", "kind": "Memcached"}
 
-    assert inputdir.remove_cr_dir(**where, namespace="ns1", name="gone") is True
+    assert privatedir.remove_cr_dir(**where, namespace="ns1", name="gone") is True
     assert not gone.exists()
     assert kept.is_dir()
-    assert inputdir.remove_cr_dir(**where, namespace="other", name="alone") is True
+    assert privatedir.remove_cr_dir(**where, namespace="other", name="alone") is True
     assert not other_ns.exists()
     assert not other_ns.parent.exists()  # the emptied namespace dir went too
     assert kept.parent.parent.is_dir()
-    assert inputdir.remove_cr_dir(**where, namespace="ns1", name="never") is False
-    assert inputdir.remove_cr_dir(**where, namespace="ns1", name="kept") is True
+    assert privatedir.remove_cr_dir(**where, namespace="ns1", name="never") is False
+    assert privatedir.remove_cr_dir(**where, namespace="ns1", name="kept") is True
     assert root.is_dir()
     assert list(root.iterdir()) == []
 
@@ -631,13 +631,13 @@ def test_rotation_skips_latest_and_keeps_the_current_run(tmp_path: Path) -> None
     for name, age in {"old": 30, "older": 20, "current": 10, "newest": 40}.items():
         (artifacts / name).mkdir(parents=True)
         os.utime(artifacts / name, (1_000_000 + age, 1_000_000 + age))
-    inputdir.refresh_latest(artifacts, "old")
-    removed = inputdir.rotate_artifacts(artifacts, keep=2, current="current")
+    privatedir.refresh_latest(artifacts, "old")
+    removed = privatedir.rotate_artifacts(artifacts, keep=2, current="current")
     assert sorted(p.name for p in removed) == ["old", "older"]
     assert sorted(p.name for p in artifacts.iterdir()) == ["current", "latest", "newest"]
-    inputdir.refresh_latest(artifacts, "current")
+    privatedir.refresh_latest(artifacts, "current")
     assert os.readlink(artifacts / "latest") == "current"
-    assert inputdir.rotate_artifacts(artifacts, keep=0, current="x") == []
+    assert privatedir.rotate_artifacts(artifacts, keep=0, current="x") == []
 
 
 # --- FakeRunner (no Ansible) ------------------------------------------------------------
@@ -656,17 +656,17 @@ def test_fake_runner_answers_from_its_script_and_records_requests() -> None:
     assert isinstance(fake, Runner)
     first, second, third, fourth = (fake_request() for _ in range(4))
     failed = fake.run(first)
-    assert (failed.ident, failed.outcome, failed.failure_messages) == (
+    assert (failed.ident, failed.outcome, [f.message for f in failed.failures]) == (
         first.ident,
-        Outcome.FAILED,
+        RunOutcome.FAILED,
         ["m1", "m2"],
     )
     with pytest.raises(RunSetupError):
         fake.run(second)
     assert fake.run(third).requeue_after == 5
-    assert fake.run(fourth).outcome is Outcome.ERROR
+    assert fake.run(fourth).outcome is RunOutcome.ERROR
     assert fake.requests == [first, second, third, fourth]
-    assert FakeRunner().run(fake_request()).outcome is Outcome.SUCCESSFUL
+    assert FakeRunner().run(fake_request()).outcome is RunOutcome.SUCCESSFUL
 
 
 def test_fake_runner_holds_runs_until_released_or_canceled() -> None:
@@ -684,7 +684,7 @@ def test_fake_runner_holds_runs_until_released_or_canceled() -> None:
     deadline = time.monotonic() + 5
     while not results and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert [r.outcome for r in results] == [Outcome.CANCELED]
+    assert [r.outcome for r in results] == [RunOutcome.CANCELED]
     fake.release()
     for thread in threads:
         thread.join(5)
@@ -705,7 +705,7 @@ def test_each_run_has_its_own_tmpdir_and_the_discovery_cache_is_carried_over(
             playbook=PLAYBOOKS / "discovery_cache.yml",
             extravars={"out_dir": str(tmp_path), "label": label},
         )
-        assert runner.run(request).outcome is Outcome.SUCCESSFUL
+        assert runner.run(request).outcome is RunOutcome.SUCCESSFUL
         report: dict[str, Any] = json.loads((tmp_path / f"{label}.json").read_text())
         return report
 

@@ -19,7 +19,8 @@ from typing import Any
 import ansible_runner
 import pytest
 
-from ansible_operator.runner.extravars import build_extravars, render
+from ansible_operator.launch.extravars import build_extravars
+from ansible_operator.runner.extravarsfile import render
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +101,7 @@ def run_playbook(root: Path, tmp_path: Path, **options: Any) -> tuple[Any, dict[
     )
     printed = {
         event["event_data"]["task"]: event["event_data"]["res"].get("msg")
-        for event in runner.events
+        for event in runner.jobevents
         if event.get("event") == "runner_on_ok"
     }
     return runner, printed

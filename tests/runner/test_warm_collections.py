@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import Outcome
+from ansible_operator.runner.base import RunOutcome
 from tests.runner.test_ansible_runs import make_request
 from tests.runner.test_warm_runs import root, runner, warm_servers
 
@@ -73,7 +73,7 @@ def test_a_module_of_a_collection_outside_site_packages_runs_warm(
 
     result = runner.run(make_request(out, playbook=playbook))
 
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     seen = json.loads((out / "where.json").read_text())
     assert seen["place"] == "project collections"
     assert "ansible_operator.warm.modserver" in seen["parent"]  # forked, not exec'ed

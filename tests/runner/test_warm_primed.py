@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import Outcome, RunResult
+from ansible_operator.runner.base import RunOutcome, RunResult
 from ansible_operator.warm.pbserver import PRIMED_ENV
 from ansible_operator.warm.protocol import KEEPER_COMM, PRIMED_COMM
 from ansible_operator.warm.supervisor import WarmServers
@@ -61,7 +61,7 @@ def settings_of(runner: AnsibleRunner, out: Path) -> tuple[RunResult, dict[str, 
     out.mkdir(parents=True, exist_ok=True)
     request = make_request(out, playbook=SETTINGS_PLAYBOOK)
     result = runner.run(request)
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     seen: dict[str, Any] = json.loads((out / "settings.json").read_text())
     return result, seen
 
@@ -275,7 +275,7 @@ def runs_of_two_resources(
         out = tmp / name
         out.mkdir(parents=True)
         result = runner.run(make_request(out, name=name, **target))
-        assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+        assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
         seen[name] = json.loads((out / "settings.json").read_text())
     return seen
 

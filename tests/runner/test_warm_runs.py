@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import Outcome, RunResult
+from ansible_operator.runner.base import RunOutcome, RunResult
 from ansible_operator.warm import azcache
 from ansible_operator.warm.protocol import HELPER_DIED_MESSAGE, PRIMED_COMM, run_comm
 from ansible_operator.warm.supervisor import WarmServers
@@ -104,7 +104,7 @@ def run_processes(marker: str) -> list[int]:
 def probe(runner: AnsibleRunner, out: Path, **overrides: Any) -> tuple[RunResult, dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     result = runner.run(make_request(out, playbook=PLAYBOOKS / "warm_probe.yml", **overrides))
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     seen: dict[str, Any] = json.loads((out / "probe.json").read_text())
     return result, seen
 
@@ -207,7 +207,7 @@ def test_a_projects_own_module_utils_load_from_the_payload(
         out.mkdir()
         request = make_request(out, playbook=PLAYBOOKS / "warm_module_utils.yml")
         result = runner.run(request)
-        assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+        assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
         assert json.loads((out / "utils.json").read_text()) == "from-the-payload"
 
 
@@ -262,7 +262,7 @@ def test_a_helper_dying_mid_run_fails_that_run_and_the_next_run_succeeds(
         thread.join(60)
         assert not thread.is_alive()
         (result,) = results
-        assert result.outcome is Outcome.ERROR
+        assert result.outcome is RunOutcome.ERROR
         assert HELPER_DIED_MESSAGE in result.stdout_tail
         wait_until("no process of the run", lambda: not processes_mentioning(marker), timeout=10)
 
@@ -348,8 +348,8 @@ def test_kubernetes_core_gives_the_same_results_cold_and_warm(
     assert cold_seen["info"] == {"key": "one"}  # check mode changed nothing
     assert cold_seen["secret"] is True
     assert cold_seen["bad"][0] is True
-    assert (cold.outcome, cold.rc) == (warm.outcome, warm.rc) == (Outcome.FAILED, 2)
-    assert cold.failure_messages == warm.failure_messages
+    assert (cold.outcome, cold.rc) == (warm.outcome, warm.rc) == (RunOutcome.FAILED, 2)
+    assert [f.message for f in cold.failures] == [f.message for f in warm.failures]
     assert cold.stats is not None
     assert warm.stats is not None
     assert dataclasses.replace(cold.stats, completion="") == dataclasses.replace(
@@ -390,7 +390,7 @@ def shared_probe(runner: AnsibleRunner, playbook: Path, out: Path) -> tuple[Any,
     """The value the module's payload carried, and the cache's notes about it."""
     out.mkdir()
     result = runner.run(make_request(out, playbook=playbook))
-    assert result.outcome is Outcome.SUCCESSFUL, result.stdout_tail
+    assert result.outcome is RunOutcome.SUCCESSFUL, result.stdout_tail
     assert result.artifacts_dir is not None
     stdout = (result.artifacts_dir / "stdout").read_text()
     # Ansible wraps its warnings: join the lines again, without colour codes.

@@ -14,7 +14,8 @@ Modules, in the order a load uses them:
     gojson        decoding onto the Go operator's struct, with its quirks and wording
     ansiblepaths  where roles and playbooks are found
     selectors     label selectors, validated at load time
-    watches       the pipeline, the Watch/Finalizer/GVK data, and summaries
+    watches       the pipeline: load_watches
+    watchmodel    what it returns: Watch, Finalizer, GVK, WatchesError; summaries
     durations     Go duration strings, shared with flags and annotations
 """
 

@@ -1,7 +1,7 @@
 """The `ansible-operator run` flags and environment, parsed into `RunOptions`.
 
 Called by the cli module. Flag names, value syntax and defaults are the Go
-operator's (spec §5.12), so an existing Deployment's args work unchanged:
+operator's (docs/cli.md), so an existing Deployment's args work unchanged:
 booleans as `--flag`, `--flag=true|false`; durations as Go durations ("10h",
 "30s"). Flags that mean nothing here are accepted and logged as ignored
 (docs/cli.md lists them), never a crash. Defaults come from config.defaults.
@@ -175,24 +175,26 @@ def _validate(args: argparse.Namespace, argv: Sequence[str]) -> None:
         )
 
 
+def _election_id(flag: str, env: Mapping[str, str]) -> str:
+    """--leader-election-id, else the deprecated OPERATOR_NAME, as the Go operator reads them."""
+    if not env.get("OPERATOR_NAME"):
+        return flag
+    if flag:
+        log.info("Ignoring OPERATOR_NAME environment variable since --leader-election-id is set")
+        return flag
+    log.warning(
+        "Environment variable OPERATOR_NAME has been deprecated, use --leader-election-id instead."
+    )
+    return env["OPERATOR_NAME"]
+
+
 def options_from_args(
     args: argparse.Namespace, argv: Sequence[str], environ: Mapping[str, str] | None = None
 ) -> RunOptions:
     """RunOptions from parsed flags plus the environment (WATCH_NAMESPACE, OPERATOR_NAME)."""
     env = os.environ if environ is None else environ
     _validate(args, argv)
-    election_id = args.leader_election_id
-    if env.get("OPERATOR_NAME"):
-        if election_id:
-            log.info(
-                "Ignoring OPERATOR_NAME environment variable since --leader-election-id is set"
-            )
-        else:
-            log.warning(
-                "Environment variable OPERATOR_NAME has been deprecated, "
-                "use --leader-election-id instead."
-            )
-            election_id = env["OPERATOR_NAME"]
+    election_id = _election_id(args.leader_election_id, env)
     given = {a.split("=", 1)[0] for a in argv}
     ignored = tuple(
         "--" + name.replace("_", "-")

@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_operator.config.watches import GVK, Watch
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.contract import Key
+from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.errors import ApiError, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import KubeApi, ResourceInfo, WatchEvent, WatchStream, is_gone
@@ -102,7 +103,7 @@ class _Registrations:
         namespace = link.namespace
         if link.by_owner_reference and self.cluster_scoped_owner.get(link.controller):
             namespace = ""  # a cluster-scoped CR's key has no namespace
-        return Key(queue=link.controller, namespace=namespace, name=link.name)
+        return Key(controller=link.controller, namespace=namespace, name=link.name)
 
 
 class _Gone(Exception):

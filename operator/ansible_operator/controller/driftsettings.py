@@ -1,11 +1,11 @@
 """Whether and how often a CR gets drift checks, and whether its role may run for real.
 
 Called by the reconciler before every run (an observe-only CR is not run),
-by controller.drift's scheduler on every watch event of a CR (when to check
+by controller.driftchecks's scheduler on every watch event of a CR (when to check
 it next) and by controller.watching (a change of these annotations triggers
 a reconcile even without `watchAnnotationsChanges`). The watch's keys
 (`driftCheckPeriod`, `observeOnly`, config.watches) give the defaults; the
-CR's annotations (controller.annotations) win over them. docs/plan.md,
+CR's annotations (launch.crannotations) win over them. docs/plan.md,
 "Drift checks and observe-only", is the user's description.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
-from ansible_operator.controller import annotations as cr_annotations
+from ansible_operator.launch import crannotations as cr_annotations
 
 
 @dataclass(frozen=True, slots=True)

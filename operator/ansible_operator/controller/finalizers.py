@@ -21,36 +21,37 @@ def has(obj: Mapping[str, Any], name: str) -> bool:
 
 
 def add(kube: KubeApi, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Add finalizer `name`; Conflict when `obj` is no longer the stored version."""
     meta = obj["metadata"]
-    ops: list[dict[str, Any]] = [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
-    ]
+    ops: list[dict[str, Any]]
     if meta.get("finalizers"):
-        ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": name})
+        ops = [{"op": "add", "path": "/metadata/finalizers/-", "value": name}]
     else:
-        ops.append({"op": "add", "path": "/metadata/finalizers", "value": [name]})
-    return kube.patch(
-        res,
-        namespace=meta.get("namespace", ""),
-        name=meta["name"],
-        body=ops,
-        content_type=JSON_PATCH,
-    )
+        ops = [{"op": "add", "path": "/metadata/finalizers", "value": [name]}]
+    return _patch(kube, res, meta, ops)
 
 
 def remove(kube: KubeApi, res: ResourceInfo, obj: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Remove every occurrence of finalizer `name`; Conflict as for `add`."""
     meta = obj["metadata"]
     present = list(meta.get("finalizers") or [])
-    ops: list[dict[str, Any]] = [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
+    # From the end, so earlier indexes stay valid.
+    ops = [
+        {"op": "remove", "path": f"/metadata/finalizers/{index}"}
+        for index in reversed([i for i, f in enumerate(present) if f == name])
     ]
-    # Remove from the end so earlier indexes stay valid.
-    for index in reversed([i for i, f in enumerate(present) if f == name]):
-        ops.append({"op": "remove", "path": f"/metadata/finalizers/{index}"})
+    return _patch(kube, res, meta, ops)
+
+
+def _patch(
+    kube: KubeApi, res: ResourceInfo, meta: Mapping[str, Any], ops: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A JSON patch of the finalizers that applies only to the version we read."""
+    guard = {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]}
     return kube.patch(
         res,
         namespace=meta.get("namespace", ""),
         name=meta["name"],
-        body=ops,
+        body=[guard, *ops],
         content_type=JSON_PATCH,
     )

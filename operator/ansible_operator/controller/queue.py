@@ -13,9 +13,9 @@ into `add_after()` (periodic resync), `add_rate_limited()` (failure backoff)
 or `forget()`.
 
 It behaves like client-go's workqueue under controller-runtime (the Go
-operator, spec §5.2, §5.6): level-triggered and keyed by object, so a CR is
+operator): level-triggered and keyed by object, so a CR is
 waiting at most once and is never handled by two workers at the same time.
-It differs where the Go operator hurts at scale (spec §8 items 2 and 4):
+It differs where the Go operator hurts at scale:
 
 * an operator-wide `total_limit` on reconciles in flight, on top of the
   per-kind limit, so a restart with hundreds of CRs cannot start hundreds of
@@ -43,6 +43,9 @@ Ordering and coalescing rules:
    added as above. Handing a key out drops its pending delayed add, because
    the outcome of that reconcile schedules the next one.
 
+Over 400 lines on purpose: one lock-guarded state machine whose rules (1-5 above)
+every method keeps; split in two, each part would have to re-establish them.
+
 Delays, backoff and the metrics' durations use the injected clock (tests pass
 a fake one); only get()'s own timeout is real time, like queue.Queue.get. Due
 delayed adds move to the line on every call into the queue and when a
@@ -61,7 +64,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from ansible_operator.controller.observer import NullObserver, QueueObserver
+from ansible_operator.controller.contract import Key
+from ansible_operator.controller.queueobserver import NullObserver, QueueObserver
 
 # 2**64 times any sane base is far beyond any sane cap; stopping the exponent
 # here keeps a key that fails forever from overflowing the float.
@@ -80,18 +84,6 @@ class Priority(IntEnum):
 
 
 _HIGHEST_FIRST = sorted(Priority, reverse=True)
-
-
-@dataclass(frozen=True, slots=True)
-class Key:
-    """One custom resource, in the queue of its watched kind."""
-
-    queue: str  # the kind's controller name, e.g. "memcached-v1alpha1-controller"
-    namespace: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.queue} {self.namespace}/{self.name}"
 
 
 @dataclass(slots=True)
@@ -216,7 +208,7 @@ class WorkQueue:
             delay = max(0.0, delay)
             if self._shutting_down:
                 return delay
-            self._observer.retried(key.queue)
+            self._observer.retried(key.controller)
             now = self._clock()
             self._promote(now)
             self._schedule(key, now + delay, Priority.RETRY)
@@ -268,9 +260,9 @@ class WorkQueue:
             if started is None:
                 return  # not in flight: nothing to release
             now = self._clock()
-            self._active[key.queue] -= 1
-            self._observer.worked(key.queue, max(0.0, now - started))
-            self._observe_active(key.queue)
+            self._active[key.controller] -= 1
+            self._observer.worked(key.controller, max(0.0, now - started))
+            self._observe_active(key.controller)
             dirty = self._dirty.pop(key, None)
             if dirty is not None and not self._shutting_down:
                 self._push_ready(key, dirty, now)
@@ -292,12 +284,12 @@ class WorkQueue:
                 return False
             if len(self._started) >= self._total_limit:
                 return False
-            if self._active[key.queue] >= self._limits.get(key.queue, self._total_limit):
+            if self._active[key.controller] >= self._limits.get(key.controller, self._total_limit):
                 return False
             self._started[key] = self._clock()
-            self._active[key.queue] += 1
+            self._active[key.controller] += 1
             self._claimed.add(key)
-            self._claims[key.queue] += 1
+            self._claims[key.controller] += 1
             return True
 
     def release(self, key: Key) -> None:
@@ -306,9 +298,9 @@ class WorkQueue:
             if key not in self._claimed:
                 return
             self._claimed.discard(key)
-            self._claims[key.queue] -= 1
+            self._claims[key.controller] -= 1
             self._started.pop(key, None)
-            self._active[key.queue] -= 1
+            self._active[key.controller] -= 1
             dirty = self._dirty.pop(key, None)
             if dirty is not None and not self._shutting_down:
                 self._push_ready(key, dirty, self._clock())
@@ -352,27 +344,27 @@ class WorkQueue:
             previous = self._dirty.get(key)
             if previous is None:
                 self._dirty[key] = priority
-                self._observer.added(key.queue)
+                self._observer.added(key.controller)
             elif priority > previous:
                 self._dirty[key] = priority
             return False
         waiting = self._waiting.get(key)
         if waiting is None:
-            self._observer.added(key.queue)
+            self._observer.added(key.controller)
             self._push_ready(key, priority, now)
             return True
         if priority > waiting.priority:
             # Same seq, higher heap: it keeps its place among that priority's keys.
             waiting.priority = priority
-            heapq.heappush(self._heap(priority, key.queue), (waiting.seq, key))
+            heapq.heappush(self._heap(priority, key.controller), (waiting.seq, key))
         return False
 
     def _push_ready(self, key: Key, priority: Priority, now: float) -> None:
         seq = next(self._seq)
         self._waiting[key] = _Waiting(priority=priority, seq=seq, since=now)
-        heapq.heappush(self._heap(priority, key.queue), (seq, key))
-        self._depth[key.queue] += 1
-        self._observer.depth(key.queue, self._depth[key.queue])
+        heapq.heappush(self._heap(priority, key.controller), (seq, key))
+        self._depth[key.controller] += 1
+        self._observer.depth(key.controller, self._depth[key.controller])
 
     def _heap(self, priority: Priority, queue: str) -> list[tuple[int, Key]]:
         return self._ready[priority].setdefault(queue, [])
@@ -437,7 +429,7 @@ class WorkQueue:
                     best = heap[0]
             if best is not None:
                 key = best[1]
-                heapq.heappop(self._heap(priority, key.queue))
+                heapq.heappop(self._heap(priority, key.controller))
                 self._hand_out(key, now)
                 return key
         return None
@@ -452,14 +444,14 @@ class WorkQueue:
 
     def _hand_out(self, key: Key, now: float) -> None:
         waiting = self._waiting.pop(key)
-        self._depth[key.queue] -= 1
+        self._depth[key.controller] -= 1
         # The reconcile's outcome schedules the next run; a pending one is moot.
         self._delayed.pop(key, None)
         self._started[key] = now
-        self._active[key.queue] += 1
-        self._observer.depth(key.queue, self._depth[key.queue])
-        self._observer.queued(key.queue, max(0.0, now - waiting.since))
-        self._observe_active(key.queue)
+        self._active[key.controller] += 1
+        self._observer.depth(key.controller, self._depth[key.controller])
+        self._observer.queued(key.controller, max(0.0, now - waiting.since))
+        self._observe_active(key.controller)
 
     def _observe_active(self, queue: str) -> None:
         # Reconciles only: claims (drift checks) share the limits, not the gauge.

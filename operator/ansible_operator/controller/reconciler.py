@@ -2,7 +2,7 @@
 
 Called by a `WorkerPool` worker thread (controller.workers) with a queue Key;
 returns an `Outcome` that tells the queue when to come back. The steps follow
-the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
+the Go operator's reconcile so roles and users see the same thing:
 
 1. live GET of the CR; gone → clean up its run directory, forget it; in
    sharded mode the gate then decides whether this replica runs it
@@ -11,7 +11,7 @@ the Go operator's reconcile (spec §5.2) so roles and users see the same thing:
    and a Warning Event, then retried with backoff); an observe-only CR
    (controller.driftsettings, ours) ends here: no run, no finalizer run (a
    deleting one loses our finalizer so it can go), no reconcile metrics;
-   controller.drift checks it instead;
+   controller.driftchecks checks it instead;
 3. finalizer: skip a deleting CR we hold no finalizer on; add ours before the
    first run;
 4. status Running (when the watch manages status), whose response is the
@@ -41,35 +41,26 @@ import datetime
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ansible_operator.config.watches import Watch
-from ansible_operator.controller import annotations as cr_annotations
 from ansible_operator.controller import finalizers, reporting
+from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
 from ansible_operator.controller.driftsettings import settings_for
-from ansible_operator.controller.queue import Key
 from ansible_operator.controller.reporting import EventSink, Reporter
-from ansible_operator.controller.runaccess import RunAccess
-from ansible_operator.controller.tasklog import task_logger
-from ansible_operator.controller.watching import controller_name
-from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import BadAnnotation, Permanent, RetryLater
-from ansible_operator.kube.client import KubeApi, ResourceInfo
+from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
+from ansible_operator.launch import crannotations
+from ansible_operator.launch.access import RunAccess
+from ansible_operator.launch.request import RunSettings, build_run_request
 from ansible_operator.observability.logging import ObjectLogger, object_logger
-from ansible_operator.runner import inputdir
-from ansible_operator.runner.base import Runner, RunRequest, RunResult
-from ansible_operator.runner.extravars import build_extravars
+from ansible_operator.observability.metrics import format_gvk
+from ansible_operator.runner import privatedir
+from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
 
 log = logging.getLogger("ansible_operator.reconciler")
-
-#: Sharded mode's gate (controller.sharding.shard.Shard.gate): given the fresh
-#: CR, the object to run (claimed if need be) or the Outcome that ends the
-#: reconcile without a run.
-Gate = Callable[[Key, ResourceInfo, dict[str, Any]], "dict[str, Any] | Outcome"]
 
 #: After a CR was deleted while its run was in progress, come back this soon
 #: so the finalizer runs (the reference's fix for SDK #4909 uses 5 s).
@@ -82,32 +73,9 @@ class RunFailed(RetryLater):
 
 __all__ = [
     "EventSink",
-    "Gate",
-    "ReconcileHooks",
-    "ReconcileSettings",
     "Reconciler",
     "RunFailed",
-    "build_run_request",
 ]
-
-
-class ReconcileHooks(Protocol):
-    """What the reconciler reports for metrics (observability implements it)."""
-
-    def run_finished(self, *, watch: Watch, outcome: str, seconds: float) -> None: ...
-
-    def reconciled(self, *, watch: Watch, result: str, seconds: float) -> None: ...
-
-
-@dataclass(frozen=True)
-class ReconcileSettings:
-    """The `run` flags a reconcile needs (defaults live in config.defaults)."""
-
-    reconcile_period: float
-    ansible_args: str
-    ansible_log_events: str
-    runner_root: Path
-    run_timeout: float | None
 
 
 def _now() -> datetime.datetime:
@@ -121,9 +89,9 @@ class Reconciler:
         watch: Watch,
         kube: KubeApi,
         runner: Runner,
-        settings: ReconcileSettings,
+        settings: RunSettings,
         events: EventSink,
-        hooks: ReconcileHooks,
+        hooks: RunMetrics,
         access: RunAccess,
         cancel: threading.Event,
         now: Callable[[], datetime.datetime] = _now,
@@ -135,37 +103,25 @@ class Reconciler:
         self.runner = runner
         self.settings = settings
         self.hooks = hooks
+        gvk = watch.gvk
+        self._gvk = format_gvk(group=gvk.group, version=gvk.version, kind=gvk.kind)  # metrics
         self.access = access
         self.cancel = cancel
         self.now = now
         self.report = Reporter(kube=kube, events=events, now=now)
-        self._resource: ResourceInfo | None = None
+        self._kind = KindResource(
+            kube, group=watch.gvk.group, version=watch.gvk.version, kind=watch.gvk.kind
+        )
         self._warned_no_status = False
 
     @property
     def resource(self) -> ResourceInfo:
-        if self._resource is None:
-            gvk = self.watch.gvk
-            self._resource = self.kube.resource(group=gvk.group, version=gvk.version, kind=gvk.kind)
-        return self._resource
+        return self._kind()
 
     # -- entry point ---------------------------------------------------------------
 
     def reconcile(self, key: Key) -> Outcome:
-        started = time.monotonic()
-        outcome = self._reconcile(key)
-        if outcome is None:
-            return Outcome()  # observe-only: nothing was reconciled, nothing to count
-        if outcome.error is not None:
-            result = "error"
-        elif outcome.requeue_after:
-            result = "requeue_after"
-        else:
-            result = "success"
-        self.hooks.reconciled(watch=self.watch, result=result, seconds=time.monotonic() - started)
-        return outcome
-
-    def _reconcile(self, key: Key) -> Outcome | None:
+        """One reconcile of `key`; what the Outcome makes the queue do is contract.decide's."""
         res = self.resource
         obj = self.kube.get_or_none(res, namespace=key.namespace, name=key.name)
         if obj is None:
@@ -176,7 +132,7 @@ class Reconciler:
             if isinstance(gated, Outcome):
                 return gated
             obj = gated
-        ident = str(uuid.uuid4().int % 10**18)
+        ident = new_ident()
         logger = object_logger(
             log, namespace=key.namespace, name=key.name, gvk=str(self.watch.gvk), job=ident
         )
@@ -184,20 +140,16 @@ class Reconciler:
             period = self._period(obj)
             observe_only = settings_for(self.watch, obj).observe_only
         except BadAnnotation as err:
-            managed = self.watch.manage_status and self.resource.has_status
-            status_res = self.resource if managed else None
             self.report.stopped(
-                status_res, obj, str(err), reason=reporting.RECONCILE_ERROR, log=logger
+                self._status_target(), obj, str(err), reason=reporting.RECONCILE_ERROR, log=logger
             )
-            # Retried with backoff, as by the Go operator, unlike other permanent
-            # errors: fixing only the annotation is no change the watch lets through
-            # (unless watchAnnotationsChanges), so waiting for one would wait hours.
+            # Retried with backoff, as by the Go operator (errors.py says why).
             return Outcome(error=RetryLater(str(err)))
         deleting = bool(obj["metadata"].get("deletionTimestamp"))
         fin = self.watch.finalizer
         if observe_only:
             self._observe_only(obj, deleting=deleting, log=logger)
-            return None
+            return Outcome(counted=False)  # nothing was reconciled, nothing to count
         if deleting and (fin is None or not finalizers.has(obj, fin.name)):
             logger.info("Resource is terminated, skipping reconciliation")
             return Outcome()
@@ -221,7 +173,7 @@ class Reconciler:
         log.debug("Observe-only: not reconciling; drift checks report instead")
 
     def _period(self, obj: Mapping[str, Any]) -> float:
-        from_annotation = cr_annotations.reconcile_period(obj)
+        from_annotation = crannotations.reconcile_period(obj)
         if from_annotation is not None:
             return from_annotation
         return self._default_period()
@@ -229,17 +181,12 @@ class Reconciler:
     def _default_period(self) -> float:
         return float(self.watch.reconcile_period or self.settings.reconcile_period)
 
-    @staticmethod
-    def _permanent(err: Permanent, period: float) -> Outcome:
-        # Reported already; the queue comes back only with the periodic reconcile.
-        return Outcome(error=err, requeue_after=period if period > 0 else None)
-
     def _forget(self, key: Key) -> None:
         self._forget_dir(namespace=key.namespace, name=key.name)
 
     def _forget_dir(self, *, namespace: str, name: str) -> None:
         gvk = self.watch.gvk
-        inputdir.remove_cr_dir(
+        privatedir.remove_cr_dir(
             root=self.settings.runner_root,
             group=gvk.group,
             version=gvk.version,
@@ -250,11 +197,18 @@ class Reconciler:
 
     # -- the run -------------------------------------------------------------------
 
+    def _status_target(self) -> ResourceInfo | None:
+        """Where status is written: the kind's resource when the watch manages status
+        and the CRD has the status subresource; else None (no status writes)."""
+        res = self.resource
+        return res if self.watch.manage_status and res.has_status else None
+
     def _status_managed(self, obj: Mapping[str, Any], logger: ObjectLogger) -> bool:
+        """Whether this run writes status; says once why not when it should but cannot."""
+        if self._status_target() is not None:
+            return True
         if not self.watch.manage_status:
             return False
-        if self.resource.has_status:
-            return True
         if not self._warned_no_status:
             self._warned_no_status = True
             logger.warning(
@@ -288,11 +242,9 @@ class Reconciler:
         try:
             result = self._run(obj, ident=ident, deleting=deleting, log=log)
         except (Permanent, OSError) as err:
-            self.hooks.run_finished(
-                watch=self.watch, outcome="error", seconds=time.monotonic() - started
-            )
+            self.hooks.run_finished(gvk=self._gvk, outcome=None, seconds=time.monotonic() - started)
             return self._not_started(obj, err, managed=managed, period=period, log=log)
-        self.hooks.run_finished(watch=self.watch, outcome=result.outcome, seconds=result.duration)
+        self.hooks.run_finished(gvk=self._gvk, outcome=result.outcome, seconds=result.duration)
         return self._after_run(
             obj, result, deleting=deleting, managed=managed, period=period, log=log
         )
@@ -311,7 +263,8 @@ class Reconciler:
         res = self.resource if managed else None
         self.report.stopped(res, obj, message, reason=reporting.FAILED, log=log)
         if isinstance(err, Permanent):
-            return self._permanent(err, period)
+            # Reported already: the queue comes back only with the periodic reconcile.
+            return Outcome(terminal=err, requeue_after=period if period > 0 else None)
         # An OSError (disk full, /tmp unwritable) may pass: retry with backoff.
         return Outcome(error=RetryLater(message))
 
@@ -323,7 +276,7 @@ class Reconciler:
         Raises errors.Permanent (RunSetupError, or an invalid CR) or OSError when
         the run could not be set up.
         """
-        with self.access.kubeconfig_for(obj, controller=controller_name(self.watch)) as kubeconfig:
+        with self.access.kubeconfig_for(obj, controller=self.watch.controller_name) as kubeconfig:
             request = self._request(
                 obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log
             )
@@ -364,10 +317,10 @@ class Reconciler:
         period: float,
         log: ObjectLogger,
     ) -> Outcome:
-        if result.outcome == "canceled":
+        if result.outcome is RunOutcome.CANCELED:
             log.info("Ansible run canceled; the CR is reconciled again after restart")
             return Outcome(error=RetryLater("run canceled"))
-        if result.outcome == "successful":
+        if result.outcome is RunOutcome.SUCCESSFUL:
             log.info("Ansible-runner exited successfully")
             if deleting and self.watch.finalizer is not None:
                 return self._finalized(obj)
@@ -420,60 +373,3 @@ class Reconciler:
             return Outcome(requeue_after=DELETED_DURING_RUN_REQUEUE)
         requeue = result.requeue_after if result.requeue_after is not None else period
         return Outcome(requeue_after=requeue if requeue > 0 else None)
-
-
-def build_run_request(
-    watch: Watch,
-    obj: Mapping[str, Any],
-    *,
-    ident: str,
-    deleting: bool,
-    kubeconfig: Path,
-    settings: ReconcileSettings,
-    cancel: threading.Event,
-    log: ObjectLogger,
-) -> RunRequest:
-    """The RunRequest of one reconcile (or finalizer run when `deleting`) of `obj`.
-
-    Shared by the reconciler and `ansible-operator plan` (ansible_operator.plan),
-    so a plan runs with exactly the extra vars, role or playbook, verbosity and
-    Ansible arguments a reconcile would.
-    """
-    gvk, meta = watch.gvk, obj["metadata"]
-    playbook, role = watch.playbook, watch.role
-    fin = watch.finalizer
-    finalizer_vars = None
-    if deleting and fin is not None:
-        finalizer_vars = fin.vars
-        if fin.playbook or fin.role:
-            playbook, role = fin.playbook, fin.role
-    extravars = build_extravars(
-        obj,
-        group=gvk.group,
-        kind=gvk.kind,
-        snake_case=watch.snake_case_parameters,
-        mark_unsafe=watch.mark_unsafe,
-        watch_vars=watch.vars,
-        finalizer_vars=finalizer_vars,
-    )
-    verbosity = cr_annotations.verbosity(obj, log)
-    artifacts = cr_annotations.max_runner_artifacts(obj, log)
-    return RunRequest(
-        ident=ident,
-        group=gvk.group,
-        version=gvk.version,
-        kind=gvk.kind,
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta["name"]),
-        playbook=playbook,
-        role=role if playbook is None else None,
-        extravars=extravars,
-        verbosity=watch.ansible_verbosity if verbosity is None else verbosity,
-        max_artifacts=watch.max_runner_artifacts if artifacts is None else artifacts,
-        ansible_args=settings.ansible_args,
-        kubeconfig=kubeconfig,
-        timeout=settings.run_timeout,
-        cancel=cancel,
-        runner_root=settings.runner_root,
-        on_event=task_logger(settings.ansible_log_events, log),
-    )

@@ -2,7 +2,7 @@
 
 Where this sits: controller/manager.py calls `start_sweep()` once per process,
 after the watches start; it lists each watched kind once in a daemon thread and
-removes (runner.inputdir.remove_cr_dir) the private data directory of every
+removes (runner.privatedir.remove_cr_dir) the private data directory of every
 custom resource that is gone.
 
 Why: a resource's directory holds `env/extravars`, i.e. the resource's content,
@@ -28,7 +28,7 @@ from pathlib import Path
 from ansible_operator.config.watches import Watch
 from ansible_operator.errors import ApiError, KubeUnavailable
 from ansible_operator.kube.client import KubeApi, ResourceInfo
-from ansible_operator.runner import inputdir
+from ansible_operator.runner import privatedir
 
 __all__ = ["remove_gone", "start_sweep"]
 
@@ -87,7 +87,7 @@ def _sweep_kind(kube: KubeApi, res: ResourceInfo, *, root: Path, namespaces: Seq
         # A second of margin: file times come from a coarser clock than time.time().
         if (namespace, name) in existing or _changed_since(directory, began - 1.0):
             continue
-        if inputdir.remove_cr_dir(
+        if privatedir.remove_cr_dir(
             root=root,
             group=res.group,
             version=res.version,
@@ -102,7 +102,7 @@ def _sweep_kind(kube: KubeApi, res: ResourceInfo, *, root: Path, namespaces: Seq
 
 def _cr_dirs(root: Path, res: ResourceInfo) -> list[tuple[str, str, Path]]:
     """(namespace, name, directory) of every resource directory of a kind."""
-    kind_dir = inputdir.cr_dir(
+    kind_dir = privatedir.cr_dir(
         root=root, group=res.group, version=res.version, kind=res.kind, namespace="", name="x"
     ).parent
     found: list[tuple[str, str, Path]] = []

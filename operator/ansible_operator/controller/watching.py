@@ -6,7 +6,7 @@ handlers, which persist nothing: no annotation, finalizer or status key of
 kopf's ever lands on a user's object. The handler never blocks: it decides
 whether the event matters and adds the object's key to the work queue.
 
-The decision mirrors the Go operator's predicates (spec §5.2): an update
+The decision mirrors the Go operator's predicates (docs/watches.md): an update
 counts when `metadata.generation` changed, or the object has no generation
 (e.g. Secrets), or annotations changed and the watch sets
 `watchAnnotationsChanges`, or the drift annotations changed (ours,
@@ -17,7 +17,7 @@ A DELETED event enqueues the key once more, so the reconciler can clean up.
 
 Every object the API server accepts must reach the queue, however deeply it
 is nested: the reconciler then either runs it or writes a Failure condition
-saying why not. `register` therefore also installs controller.kopfguard,
+saying why not. `register` therefore also installs controller.deepobjects,
 without which kopf stops the whole operator on an object nested about 1,000
 levels deep and silently drops one nested about 500 levels deep. The handler
 itself reads only metadata and whether `status.conditions` is set, never the
@@ -36,16 +36,12 @@ from typing import Any
 import kopf
 
 from ansible_operator.config.watches import Watch
-from ansible_operator.controller import kopfguard
+from ansible_operator.controller import deepobjects
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.driftsettings import annotations_state
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.queue import Priority, WorkQueue
 
 log = logging.getLogger("ansible_operator.watching")
-
-
-def controller_name(watch: Watch) -> str:
-    """The Go operator's controller name, also our queue and metrics label."""
-    return f"{watch.gvk.kind.lower()}-{watch.gvk.version.lower()}-controller"
 
 
 def _digest(value: Any) -> str:
@@ -79,7 +75,7 @@ class PrimaryWatch:
     ) -> None:
         self.watch = watch
         self.queue = queue
-        self.name = controller_name(watch)
+        self.name = watch.controller_name
         self.on_object = on_object
         # Per object: (generation, annotations digest, drift annotations) last
         # seen. Small and bounded by the number of CRs; entries go with DELETED events.
@@ -111,7 +107,9 @@ class PrimaryWatch:
             return None
         priority = self._priority(event_type, body, previous, state)
         if priority is not None:
-            self.queue.add(Key(queue=self.name, namespace=key[0], name=key[1]), priority=priority)
+            self.queue.add(
+                Key(controller=self.name, namespace=key[0], name=key[1]), priority=priority
+            )
         return priority
 
     def _priority(
@@ -142,7 +140,7 @@ class PrimaryWatch:
 def register(registry: kopf.OperatorRegistry, primary: PrimaryWatch) -> None:
     """Register the kopf handler that feeds `primary`, with kopf guarded against deep objects."""
     gvk = primary.watch.gvk
-    kopfguard.install(registry)
+    deepobjects.install(registry)
 
     async def on_event(**kwargs: Any) -> None:
         primary.handle(kwargs.get("type"), kwargs["body"])

@@ -13,22 +13,10 @@ so workers are plain threads; the queue, not the pool size, decides how many
 reconciles run per kind and in total (the pool just needs enough threads to
 fill `total_limit`).
 
-Applying an `Outcome`, as controller-runtime does with a reconcile result
-(spec §5.2, §5.4), and the error classes as errors.py defines them:
-
-* `error` is an errors.Permanent the reconciler returned: it has already
-  been reported on the CR (Failure condition, Warning Event), and retrying
-  the same input cannot help. Reset the backoff and come back only at
-  `requeue_after` (the reconcile period), at RESYNC priority; a change of
-  the CR re-adds it sooner through the watch;
-* `error` is an errors.RetryLater with a `delay`: re-add after exactly that
-  delay at RETRY priority (the failure still counts towards the backoff);
-* any other `error`, or the handler raised (whatever the class: nothing was
-  reported): re-add with per-key exponential backoff at RETRY priority; any
-  requeue_after is ignored;
-* `forget`: the object is gone: reset its backoff and do not come back;
-* otherwise success: reset its backoff and, if `requeue_after` > 0, come
-  back then at RESYNC priority.
+What each `Outcome` makes the queue do, and which result the reconcile metric
+counts, is decided in one place, controller/contract.py's `decide()`; this
+module only applies it. A handler that raises (whatever the exception: nothing
+was reported on the CR) counts as `Outcome(error=...)`: backoff.
 """
 
 from __future__ import annotations
@@ -37,21 +25,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
-from ansible_operator.errors import Permanent, RetryLater
+from ansible_operator.controller.contract import (
+    Action,
+    Key,
+    Outcome,
+    ReconcileMetrics,
+    decide,
+)
+from ansible_operator.controller.queue import Priority, WorkQueue
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a reconcile asks the queue to do next with its key."""
-
-    requeue_after: float | None = None  # seconds until the next periodic run
-    error: BaseException | None = None  # the reconcile failed: see the module docstring
-    forget: bool = False  # the object is gone: no retry, no requeue
 
 
 class WorkerPool:
@@ -64,11 +48,13 @@ class WorkerPool:
         *,
         workers: int,
         name: str = "reconcile",
+        metrics: ReconcileMetrics | None = None,
     ) -> None:
         if workers < 1:
             raise ValueError(f"a worker pool needs at least one worker, got {workers}")
         self._queue = queue
         self._handler = handler
+        self._metrics = metrics
         self._lock = threading.Lock()
         self._busy = 0
         self._threads = [
@@ -121,8 +107,7 @@ class WorkerPool:
             with self._lock:
                 self._busy += 1
             try:
-                outcome, raised = self._call(key)
-                self._apply(key, outcome, raised=raised)
+                self._apply(key, self._call(key))
             except Exception:
                 # Only the queue calls are left to fail here; keep the worker.
                 _log.exception("Requeueing %s failed", str(key))
@@ -131,27 +116,30 @@ class WorkerPool:
                     self._busy -= 1
                 self._queue.done(key)
 
-    def _call(self, key: Key) -> tuple[Outcome, bool]:
-        """The handler's outcome, and whether it raised instead of returning one."""
+    def _call(self, key: Key) -> Outcome:
+        """The handler's outcome (timed for the metrics); a raise is an error outcome."""
+        started = time.monotonic()
         try:
-            return self._handler(key), False
+            outcome = self._handler(key)
         except Exception as err:
             # A bug in the reconciler must not kill the worker or lose the key.
             _log.exception("Reconcile of %s raised an exception", str(key))
-            return Outcome(error=err), True
+            outcome = Outcome(error=err)
+        decision = decide(outcome)
+        if self._metrics is not None and decision.label is not None:
+            seconds = time.monotonic() - started
+            self._metrics.reconciled(
+                controller=key.controller, result=decision.label, seconds=seconds
+            )
+        return outcome
 
-    def _apply(self, key: Key, outcome: Outcome, *, raised: bool) -> None:
-        error = outcome.error
-        if error is None or (isinstance(error, Permanent) and not raised):
-            # Success, or a permanent error already reported: no backoff.
-            self._queue.forget(key)
-            if outcome.forget:
-                return
-            if outcome.requeue_after is not None and outcome.requeue_after > 0:
-                self._queue.add_after(key, outcome.requeue_after, priority=Priority.RESYNC)
-            if error is not None:
-                _log.debug("Not retrying %s until it changes: %s", str(key), str(error))
+    def _apply(self, key: Key, outcome: Outcome) -> None:
+        decision = decide(outcome)
+        if decision.action is Action.BACKOFF:
+            delay = self._queue.add_rate_limited(key, delay=decision.delay)
+            _log.debug("Retrying %s in %.3fs after: %s", str(key), delay, decision.why)
             return
-        asked = error.delay if isinstance(error, RetryLater) else None
-        delay = self._queue.add_rate_limited(key, delay=asked)
-        _log.debug("Retrying %s in %.3fs after: %s", str(key), delay, str(error))
+        self._queue.forget(key)
+        if decision.action is Action.RESYNC and decision.delay is not None:
+            self._queue.add_after(key, decision.delay, priority=Priority.RESYNC)
+        _log.debug("%s: %s", str(key), decision.why)

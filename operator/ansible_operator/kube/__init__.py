@@ -8,7 +8,8 @@ tests.
 
     kubeapi      KubeApi, the seam, and its values: ResourceInfo, ListPage,
                  WatchEvent, WatchStream, is_gone; the errors it raises
-    client       Kube, the real KubeApi; load_api_client (kubeconfig, in-cluster)
+    client       Kube, the real KubeApi; load_api_client (kubeconfig, in-cluster);
+                 KindResource (a kind's discovery, looked up on first use)
     watchstream  one watch request's events off the HTTP stream (Kube.watch)
     login        kubeconfig loading without key files left on disk; kopf's login
     deepjson     JSON of any nesting depth (the API server accepts 10,000 levels)

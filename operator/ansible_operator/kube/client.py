@@ -344,3 +344,22 @@ class Kube(KubeApi):
                 response.close()  # never back into the pool half-read
             raise _error(response.status, payload)
         return HttpWatchStream(response, what=f"watch {res.plural}")
+
+
+class KindResource:
+    """The ResourceInfo of one kind, looked up on first use and then kept.
+
+    Not at construction: a watched kind's CRD may be created after the operator
+    starts. Used by the reconciler and the drift checker of each watch.
+    """
+
+    def __init__(self, kube: KubeApi, *, group: str, version: str, kind: str) -> None:
+        self._kube = kube
+        self._gvk = (group, version, kind)
+        self._found: ResourceInfo | None = None
+
+    def __call__(self) -> ResourceInfo:
+        if self._found is None:
+            group, version, kind = self._gvk
+            self._found = self._kube.resource(group=group, version=version, kind=kind)
+        return self._found

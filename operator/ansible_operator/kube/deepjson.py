@@ -2,7 +2,7 @@
 
 Where this sits: every Kubernetes object the operator reads or writes passes
 through here as text. `kube.client.Kube.request` decodes responses and encodes
-request bodies with `loads`/`dumps`; `controller.kopfguard` gives kopf's watch
+request bodies with `loads`/`dumps`; `controller.deepobjects` gives kopf's watch
 streams and list responses the same `loads`.
 
 Why: the API server stores objects nested up to about 10,000 levels (the limit

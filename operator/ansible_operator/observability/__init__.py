@@ -13,6 +13,8 @@ Kubernetes Events; the work queue reports through `OperatorMetrics` as its
     metrics        the Go operator's Prometheus metrics (same names) plus run durations
     health         /healthz and /readyz, and the HTTP plumbing both servers share
     eventrecorder  core/v1 Events about CRs: non-blocking, aggregated, rate-limited
+    usermetrics    the user metrics API roles call with osdk_metric (port 5050)
+    usermetricsapi its requests, decoded as the Go operator's encoding/json does
 
 Nothing here runs on kopf's asyncio loop: servers and the Event poster are
 daemon threads, so a busy loop never delays a probe or a scrape.
@@ -36,8 +38,8 @@ from ansible_operator.observability.logging import (
 from ansible_operator.observability.metrics import (
     MetricsServer,
     OperatorMetrics,
-    ReconcileOutcome,
-    RunOutcome,
+    ReconcileLabel,
+    RunLabel,
     format_gvk,
 )
 
@@ -51,9 +53,9 @@ __all__ = [
     "ObjectLogger",
     "ObjectRef",
     "OperatorMetrics",
-    "ReconcileOutcome",
+    "ReconcileLabel",
     "RecorderStats",
-    "RunOutcome",
+    "RunLabel",
     "format_gvk",
     "object_logger",
     "parse_log_level",

@@ -346,10 +346,6 @@ class ObjectLogger(logging.LoggerAdapter[logging.Logger]):
         kwargs["extra"] = {_FIELDS_ATTR: {**self.fields, **extra}}
         return msg, kwargs
 
-    def with_fields(self, **fields: object) -> ObjectLogger:
-        """The same logger with more fields (e.g. `job` once a run starts)."""
-        return ObjectLogger(self.logger, {**self.fields, **fields})
-
 
 def object_logger(
     logger: logging.Logger | logging.LoggerAdapter[Any],

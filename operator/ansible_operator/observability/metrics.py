@@ -42,15 +42,15 @@ __all__ = [
     "BindError",
     "MetricsServer",
     "OperatorMetrics",
-    "ReconcileOutcome",
-    "RunOutcome",
+    "ReconcileLabel",
+    "RunLabel",
     "format_gvk",
 ]
 
-ReconcileOutcome = Literal["success", "error", "requeue", "requeue_after"]
-RunOutcome = Literal["successful", "failed", "timeout", "canceled", "error"]
-_RECONCILE_OUTCOMES: Final = frozenset(get_args(ReconcileOutcome))
-_RUN_OUTCOMES: Final = frozenset(get_args(RunOutcome))
+ReconcileLabel = Literal["success", "error", "requeue", "requeue_after"]
+RunLabel = Literal["successful", "failed", "timeout", "canceled", "error"]
+_RECONCILE_OUTCOMES: Final = frozenset(get_args(ReconcileLabel))
+_RUN_OUTCOMES: Final = frozenset(get_args(RunLabel))
 
 # client_golang's DefBuckets, which the Go operator uses for
 # ansible_operator_reconciles, extended upwards: we observe the whole Ansible
@@ -99,32 +99,7 @@ class OperatorMetrics:
             ProcessCollector(registry=reg)
             PlatformCollector(registry=reg)
             GCCollector(registry=reg)
-        self._build_info = Gauge(
-            "ansible_operator_build_info",
-            "Build information for the ansible-operator binary",
-            ["commit", "version"],
-            registry=reg,
-        )
-        # A Gauge only ever incremented: the reference's type, kept for dashboards.
-        self._reconcile_result = Gauge(
-            "ansible_operator_reconcile_result",
-            "Gauge of reconciles and their results.",
-            ["GVK", "result"],
-            registry=reg,
-        )
-        self._reconciles = Histogram(
-            "ansible_operator_reconciles",
-            "How long in seconds a reconcile takes.",
-            ["GVK"],
-            buckets=_RECONCILES_BUCKETS,
-            registry=reg,
-        )
-        self._created_at = Gauge(
-            "resource_created_at_seconds",
-            "Timestamp at which a resource was created",
-            ["name", "namespace", "group", "version", "kind"],
-            registry=reg,
-        )
+        self._init_reference_metrics(reg)
         self._init_controller_metrics(reg)
         self._init_workqueue_metrics(reg)
         self._run_duration = Histogram(
@@ -151,6 +126,35 @@ class OperatorMetrics:
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
             "backup, 1 indicates master. 'name' is the string used to identify the lease.",
             ["name"],
+            registry=reg,
+        )
+
+    def _init_reference_metrics(self, reg: CollectorRegistry) -> None:
+        """The Go ansible-operator's own series, with its names and types."""
+        self._build_info = Gauge(
+            "ansible_operator_build_info",
+            "Build information for the ansible-operator binary",
+            ["commit", "version"],
+            registry=reg,
+        )
+        # A Gauge only ever incremented: the reference's type, kept for dashboards.
+        self._reconcile_result = Gauge(
+            "ansible_operator_reconcile_result",
+            "Gauge of reconciles and their results.",
+            ["GVK", "result"],
+            registry=reg,
+        )
+        self._reconciles = Histogram(
+            "ansible_operator_reconciles",
+            "How long in seconds a reconcile takes.",
+            ["GVK"],
+            buckets=_RECONCILES_BUCKETS,
+            registry=reg,
+        )
+        self._created_at = Gauge(
+            "resource_created_at_seconds",
+            "Timestamp at which a resource was created",
+            ["name", "namespace", "group", "version", "kind"],
             registry=reg,
         )
 
@@ -240,7 +244,7 @@ class OperatorMetrics:
         self._run_failures.labels(gvk=gvk)
 
     def reconcile_finished(
-        self, *, controller: str, result: ReconcileOutcome, seconds: float
+        self, *, controller: str, result: ReconcileLabel, seconds: float
     ) -> None:
         """One reconcile returned: controller-runtime's total/errors/time series.
 
@@ -265,7 +269,7 @@ class OperatorMetrics:
         """
         self._reconcile_result.labels(GVK=gvk, result="succeeded" if succeeded else "failed").inc()
 
-    def run_finished(self, *, gvk: str, outcome: RunOutcome, seconds: float) -> None:
+    def run_finished(self, *, gvk: str, outcome: RunLabel, seconds: float) -> None:
         """One Ansible run ended; `seconds` spans the whole run, not just its start-up."""
         if outcome not in _RUN_OUTCOMES:
             raise ValueError(f"run outcome {outcome!r}: expected one of {_sorted(_RUN_OUTCOMES)}")
@@ -301,7 +305,7 @@ class OperatorMetrics:
         """`leader_election_master_status{name}`: 1 while we hold lease `name`, else 0."""
         self._leader.labels(name=name).set(1 if leading else 0)
 
-    # --- controller.observer.QueueObserver; `queue` is the controller name -------------
+    # --- controller.queueobserver.QueueObserver; `queue` is the controller name -------------
 
     def added(self, queue: str) -> None:
         self._adds.labels(name=queue, controller=queue).inc()

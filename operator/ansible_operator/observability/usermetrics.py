@@ -31,22 +31,21 @@ Where the two differ, and why:
   log; the Go operator does the same (minus the warning level), and a role
   that worked there must not start failing here.
 
-The server is an `observability.health.EndpointServer`. That plumbing only
+Requests are decoded by observability/usermetricsapi.py. The server is an
+`observability.health.EndpointServer`. That plumbing only
 routes GET and HEAD, so this module swaps in a request handler that also
 accepts POST (and answers other methods with 405) once the server is bound.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Final, Literal
+from collections.abc import Callable
+from typing import Final
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -60,17 +59,18 @@ from ansible_operator.observability.health import (
     _Server,
     not_found,
 )
+from ansible_operator.observability.usermetricsapi import (
+    MetricKind,
+    UserMetricError,
+    UserMetricSpec,
+    decode_request,
+    kind_of,
+)
 
 __all__ = [
     "DEFAULT_BIND",
-    "CounterOp",
-    "GaugeOp",
-    "ObserveOp",
-    "UserMetricError",
-    "UserMetricSpec",
     "UserMetrics",
     "UserMetricsServer",
-    "decode_request",
 ]
 
 _log = logging.getLogger(__name__)
@@ -84,176 +84,6 @@ HISTOGRAM_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 
 # Prometheus' classic metric-name syntax; other names are not exposed.
 _NAME: Final = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _TEXT: Final = "text/plain; charset=utf-8"
-
-MetricKind = Literal["counter", "gauge", "histogram", "summary"]
-
-
-class UserMetricError(ValueError):
-    """A request the API rejects with 400; str(error) is the response body (without newline)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CounterOp:
-    increment: bool = False
-    add: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class GaugeOp:
-    set: float = 0.0
-    increment: bool = False
-    decrement: bool = False
-    add: float = 0.0
-    subtract: float = 0.0
-    set_to_current_time: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ObserveOp:
-    observe: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class UserMetricSpec:
-    """One decoded request; a section is None when absent or null."""
-
-    name: str = ""
-    description: str = ""
-    counter: CounterOp | None = None
-    gauge: GaugeOp | None = None
-    histogram: ObserveOp | None = None
-    summary: ObserveOp | None = None
-
-
-# The Go operator's request struct: JSON key -> type, per object, and the Go
-# type names its decoding errors mention.
-_SCALARS: Final[Mapping[str, Mapping[str, type[object]]]] = {
-    "": {"name": str, "description": str},
-    "counter": {"increment": bool, "add": float},
-    "gauge": {
-        "set": float,
-        "increment": bool,
-        "decrement": bool,
-        "add": float,
-        "subtract": float,
-        "set_to_current_time": bool,
-    },
-    "histogram": {"observe": float},
-    "summary": {"observe": float},
-}
-_SECTIONS: Final[Mapping[str, tuple[type[object], str]]] = {
-    "counter": (CounterOp, "metrics.UserMetricCounter"),
-    "gauge": (GaugeOp, "metrics.UserMetricGauge"),
-    "histogram": (ObserveOp, "metrics.UserMetricHistogram"),
-    "summary": (ObserveOp, "metrics.UserMetricSummary"),
-}
-_GO_TYPES: Final[Mapping[type[object], str]] = {bool: "bool", float: "float64", str: "string"}
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _type_error(value: object, path: str, go_type: str) -> UserMetricError:
-    # Worded like Go's json.UnmarshalTypeError, which the Go operator returns verbatim.
-    return UserMetricError(
-        f"json: cannot unmarshal {_json_type(value)} into Go struct field "
-        f"UserMetric.{path} of type {go_type}"
-    )
-
-
-def _scalar(value: object, want: type[object], path: str) -> object:
-    go_type = _GO_TYPES[want]
-    if want is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _type_error(value, path, go_type)
-        try:
-            number = float(value)
-        except OverflowError:  # an integer literal beyond float64
-            number = math.inf
-        if not math.isfinite(number):
-            raise UserMetricError(
-                f"json: cannot unmarshal number {value} into Go struct field "
-                f"UserMetric.{path} of type float64"
-            )
-        return number
-    if not isinstance(value, want):
-        raise _type_error(value, path, go_type)
-    return value
-
-
-def _decode_object(document: Mapping[str, object], section: str) -> dict[str, object]:
-    """The fields `document` sets, with JSON keys matched to names the way Go matches tags.
-
-    Go prefers an exact match and falls back to a case-insensitive one; as every
-    name here is lower case, matching lower-cased keys gives the same result.
-    Unknown keys are ignored and null leaves a field at its zero value.
-    """
-    names = {name: name for name in _SCALARS[section]}
-    if not section:
-        names.update({name: name for name in _SECTIONS})
-    values: dict[str, object] = {}
-    for key, value in document.items():
-        name = names.get(key.lower())
-        if name is None or value is None:
-            continue
-        path = f"{section}.{name}" if section else name
-        if name in _SECTIONS and not section:
-            target, go_type = _SECTIONS[name]
-            if not isinstance(value, dict):
-                raise _type_error(value, path, go_type)
-            values[name] = target(**_decode_object(value, name))
-        else:
-            values[name] = _scalar(value, _SCALARS[section][name], path)
-    return values
-
-
-def decode_request(body: bytes) -> UserMetricSpec:
-    """Read a request body as Go's json.Decoder reads it into the Go operator's struct."""
-    text = body.decode("utf-8", errors="replace").lstrip(" \t\r\n")
-    if not text:
-        raise UserMetricError("EOF")
-    try:
-        # raw_decode stops after the first value: Go's Decoder ignores what follows too.
-        document, _ = json.JSONDecoder(parse_constant=_reject_constant).raw_decode(text)
-    except json.JSONDecodeError as err:
-        raise UserMetricError(f"invalid JSON: {err}") from None
-    if document is None:
-        return UserMetricSpec()  # Go decodes null into a struct as a no-op
-    if not isinstance(document, dict):
-        raise UserMetricError(
-            f"json: cannot unmarshal {_json_type(document)} into Go value of type "
-            "metrics.UserMetric"
-        )
-    values = _decode_object(document, "")
-    return UserMetricSpec(**values)  # type: ignore[arg-type]  # types checked by _scalar
-
-
-def _reject_constant(name: str) -> object:
-    # Python's json accepts NaN and Infinity; JSON (and Go) do not.
-    raise json.JSONDecodeError(f"invalid literal {name}", name, 0)
-
-
-def _kind_of(spec: UserMetricSpec) -> MetricKind:
-    """The single metric section of a request; raises the Go operator's messages otherwise."""
-    sections: tuple[tuple[MetricKind, object], ...] = (
-        ("counter", spec.counter),
-        ("gauge", spec.gauge),
-        ("histogram", spec.histogram),
-        ("summary", spec.summary),
-    )
-    given = [kind for kind, section in sections if section is not None]
-    if len(given) > 1:
-        raise UserMetricError("only one metric can be processed at a time")
-    if not given:
-        raise UserMetricError("a request should contain at least one metric")
-    return given[0]
 
 
 def _go_float(value: float) -> str:
@@ -345,7 +175,7 @@ class UserMetrics:
 
     def apply(self, spec: UserMetricSpec) -> None:
         """Create the metric on first use, then apply the operation; raises UserMetricError."""
-        kind = _kind_of(spec)
+        kind = kind_of(spec)
         with self._lock:
             metric = self._metrics.get(spec.name)
             if metric is None:

@@ -1,13 +1,15 @@
 """plan: what a role or playbook would change, found without changing anything.
 
 `ansible-operator plan` (cli) runs the watch's role or playbook for one custom
-resource exactly as a reconcile would (controller.reconciler.build_run_request:
-same extra vars, role, finalizer), but in Ansible's check and diff mode and
+resource exactly as a reconcile would (launch.request.build_run_request: same
+extra vars, role, finalizer), but in Ansible's check and diff mode and
 through the API proxy with a read-only token (proxy.readonly): every write
 reaches the API server as a server-side dry run, so even a module without
 check mode cannot change the cluster.
 
-    command   the `plan` sub-command: parser, set-up, run, output, exit code
+    command   the `plan` sub-command: flags, input, output, exit code
+    engine    one plan: the run in check mode through a read-only proxy; also the
+              drift checks' planner (controller.driftchecks imports it)
     target    which CR and watch: a CR file (dry-run against the API server) or KIND NAME
     journal   what the run did, in order: the proxy's dry-run writes and Ansible's task events
     changes   the journal read back as object changes with diffs (pure functions)

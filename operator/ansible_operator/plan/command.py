@@ -6,7 +6,7 @@ Where it sits: cli.py adds the parser (`add_plan_parser`) and calls
 1. config.watches loads watches.yaml; plan.target resolves the CR (a file,
    dry-run against the API server, or KIND NAME read live);
 2. an ApiProxy (proxy) on loopback with a Journal as its `on_dry_run` hook,
-   and a RunAccess (controller.runaccess) that issues the run a read-only
+   and a RunAccess (launch.access) that issues the run a read-only
    token and writes its kubeconfig: the run can reach the cluster only
    through the proxy, which sends every write as a dry run;
 3. controller.reconciler.build_run_request builds the reconcile's own
@@ -20,34 +20,19 @@ Where it sits: cli.py adds the parser (`add_plan_parser`) and calls
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
-import logging
-import shutil
 import sys
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch, load_watches
-from ansible_operator.controller.reconciler import ReconcileSettings, build_run_request
-from ansible_operator.controller.runaccess import RunAccess
-from ansible_operator.controller.watching import controller_name
 from ansible_operator.errors import OperatorError
 from ansible_operator.kube.client import Kube, load_api_client
-from ansible_operator.observability.logging import object_logger
-from ansible_operator.plan import changes, report, target
-from ansible_operator.plan.journal import Journal
-from ansible_operator.proxy import ApiProxy, RunCredentials
-from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import Runner, RunResult, new_ident
-from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
+from ansible_operator.plan import report, target
+from ansible_operator.plan.engine import make_plan
 
-log = logging.getLogger("ansible_operator.plan")
-
-CHECK_ARGS = "--check --diff"
+__all__ = ["add_plan_parser", "run_plan"]
 
 
 def add_plan_parser(sub: Any) -> None:
@@ -123,141 +108,3 @@ def _target(args: argparse.Namespace, watches: list[Watch], kube: Kube) -> targe
     if args.delete:
         found = target.deleting(found, now=datetime.datetime.now(datetime.UTC))
     return found
-
-
-def make_plan(
-    found: target.Target, *, kube: Kube, ansible_args: str, deleting: bool, warm: bool
-) -> report.Plan:
-    """Run the plan of `found` (see the module docstring) and read it back."""
-    root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
-    servers = start_warm_servers(enabled=warm, runner_root=root)
-    try:
-        runner = AnsibleRunner(root=root, warm=servers)
-        return plan_with(
-            found, kube=kube, runner=runner, ansible_args=ansible_args, deleting=deleting
-        )
-    finally:
-        _stop(servers)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def plan_with(
-    found: target.Target,
-    *,
-    kube: Kube,
-    runner: Runner,
-    ansible_args: str,
-    deleting: bool,
-    inject_owner_ref: bool = True,
-    cancel: threading.Event | None = None,
-) -> report.Plan:
-    """The plan of `found`, run by `runner` (the operator's own for drift checks,
-    plan.drift) in a private runner directory, through a proxy of its own."""
-    journal = Journal(kube)
-    credentials = RunCredentials()
-    proxy = ApiProxy(
-        upstream=kube.api_client.configuration,
-        credentials=credentials,
-        kube=kube,
-        inject_owner_ref=inject_owner_ref,
-        on_dry_run=journal.record,
-        quiet=True,
-    )
-    proxy.start()
-    # No sweep: inside the operator it would take the operator's own directory.
-    access = RunAccess(credentials=credentials, proxy_url=proxy.url, sweep=False)
-    root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
-    try:
-        result = _run(
-            found,
-            access=access,
-            runner=runner,
-            root=root,
-            journal=journal,
-            args=ansible_args,
-            cancel=cancel or threading.Event(),
-        )
-    finally:
-        proxy.stop()
-        access.close()
-        shutil.rmtree(root, ignore_errors=True)
-    meta = found.obj["metadata"]
-    watch = found.watch
-    runs = _runs(watch, deleting=deleting)
-    return report.Plan(
-        resource={
-            "apiVersion": found.obj.get("apiVersion"),
-            "kind": found.obj.get("kind"),
-            "namespace": meta.get("namespace") or "",
-            "name": meta.get("name"),
-            "exists": found.exists,
-        },
-        mode="finalizer" if deleting else "reconcile",
-        runs=runs,
-        analysis=changes.analyze(journal.entries, cr=found.obj),
-        error=_error(result),
-        run_seconds=result.duration,
-    )
-
-
-def _runs(watch: Watch, *, deleting: bool) -> str:
-    playbook, role = watch.playbook, watch.role
-    fin = watch.finalizer
-    if deleting and fin is not None and (fin.playbook or fin.role):
-        playbook, role = fin.playbook, fin.role
-    return f"playbook {playbook}" if playbook else f"role {role}"
-
-
-def _stop(servers: WarmServers | None) -> None:
-    if servers is not None:
-        servers.stop()
-
-
-def _run(
-    found: target.Target,
-    *,
-    access: RunAccess,
-    runner: Runner,
-    root: Path,
-    journal: Journal,
-    args: str,
-    cancel: threading.Event,
-) -> RunResult:
-    watch = found.watch
-    meta = found.obj["metadata"]
-    logger = object_logger(
-        log, namespace=meta.get("namespace", ""), name=meta["name"], gvk=str(watch.gvk), job="plan"
-    )
-    settings = ReconcileSettings(
-        reconcile_period=0,
-        ansible_args=f"{args} {CHECK_ARGS}".strip(),
-        ansible_log_events="nothing",
-        runner_root=root,
-        run_timeout=None,
-    )
-    deleting = bool(meta.get("deletionTimestamp"))
-    with access.kubeconfig_for(
-        found.obj, controller=controller_name(watch), read_only=True
-    ) as kubeconfig:
-        request = build_run_request(
-            watch,
-            found.obj,
-            ident=new_ident(),
-            deleting=deleting,
-            kubeconfig=kubeconfig,
-            settings=settings,
-            cancel=cancel,
-            log=logger,
-        )
-        request = dataclasses.replace(request, on_event=journal.observe)
-        return runner.run(request)
-
-
-def _error(result: RunResult) -> str | None:
-    """Why the run failed, on one line per failed task; None when it succeeded."""
-    if result.outcome == "successful":
-        return None
-    if result.failures:
-        return "; ".join(f.describe() for f in result.failures)
-    tail = result.stdout_tail.strip().splitlines()[-3:]
-    return f"Ansible run {result.outcome}: {' '.join(tail) or 'no output'}"

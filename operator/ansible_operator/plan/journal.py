@@ -22,7 +22,7 @@ from ansible_operator.errors import OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube
 from ansible_operator.proxy import DryRunWrite, Owner
-from ansible_operator.runner.events import JobEvent
+from ansible_operator.runner.jobevents import JobEvent
 
 # Task results that tell what a check-mode run would have done.
 _SKIPPED = frozenset({"runner_on_skipped"})

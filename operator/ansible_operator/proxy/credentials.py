@@ -12,7 +12,7 @@ revokes the token when the run ends (`with credentials.issue(owner) as token:`).
 The proxy looks every request's bearer token up to learn which custom
 resource the request is made for.
 
-Why not the Go operator's scheme (spec §2.6): it put the owner, base64-encoded,
+Why not the Go operator's scheme: it put the owner, base64-encoded,
 into the proxy URL's user name, unauthenticated. Any process in the pod could
 pose as any CR, and the shared URL let concurrent runs' objects be attributed
 to the wrong CR (AOP #136). Here the token is 256 random bits known only to the

@@ -1,4 +1,4 @@
-"""Ownership rules of the API proxy, as pure functions (spec §4.3).
+"""Ownership rules of the API proxy, as pure functions (docs/proxy.md).
 
 Called by `proxy.server` for every write a run sends: `parse_request` tells
 what the URL addresses, `write_kind` whether the write can create the object,

@@ -4,8 +4,8 @@ Where this sits: the controller's reconciler calls `AnsibleRunner.run(request)` 
 worker thread (see runner/base.py for the contract). This module is the only one that
 imports `ansible_runner`. A run goes:
 
-1. inputdir.prepare()  - refresh the resource's private data dir (extra vars, inventory ...);
-   inputdir.scratch_dir() - the run's own TMPDIR, seeded with the shared discovery cache
+1. privatedir.prepare()  - refresh the resource's private data dir (extra vars, inventory ...);
+   scratch.scratch_dir() - the run's own TMPDIR, seeded with the shared discovery cache
 2. ansible_runner.run() - role mode (generated play, roles_path, hosts localhost, no facts)
    or playbook mode (absolute path, ANSIBLE_GATHERING=explicit unless the operator's
    environment sets it). Events arrive in-process through `event_handler`, one at a
@@ -23,7 +23,7 @@ imports `ansible_runner`. A run goes:
    the operator's warm servers; `warm.run_env()` and `warm.interpreter` put the shim
    first on PATH and the interpreter client into the inventory. A run whose helper
    died mid-run (client exit HELPER_DIED_EXIT) is swept like a killed one.
-4. inputdir.finish_run() - keep the discovery cache, drop the TMPDIR, rotate artifacts,
+4. privatedir.finish_run() - keep the discovery cache, drop the TMPDIR, rotate artifacts,
    refresh `artifacts/latest`.
 
 Credentials: ansible-runner copies the whole process environment into
@@ -51,9 +51,9 @@ from ansible_runner.exceptions import ConfigurationError
 
 from ansible_operator.config import defaults
 from ansible_operator.errors import RunSetupError
-from ansible_operator.runner import inputdir, nolog, ptyreap, tempdirs
-from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult
-from ansible_operator.runner.events import JobEvent, RunObserver, RunSummary
+from ansible_operator.runner import nolog, privatedir, ptyreap, scratch, tempdirs
+from ansible_operator.runner.base import FailedTask, RunOutcome, RunRequest, RunResult
+from ansible_operator.runner.jobevents import JobEvent, RunObserver, RunSummary
 from ansible_operator.runner.sweep import MARKER_ENV, kill_run_processes, remove_ansible_temp
 from ansible_operator.warm.protocol import HELPER_DIED_EXIT
 from ansible_operator.warm.supervisor import WarmServers
@@ -90,7 +90,7 @@ class _RunWatch:
     def __init__(self, request: RunRequest, *, marker: str, artifact_dir: Path) -> None:
         self.request = request
         self.observer = RunObserver()
-        self.stop_reason: Outcome | None = None
+        self.stop_reason: RunOutcome | None = None
         self._marker = marker
         self._artifact_dir = artifact_dir
         self._deadline = None if request.timeout is None else time.monotonic() + request.timeout
@@ -118,14 +118,14 @@ class _RunWatch:
     def on_status(self, data: Any, runner_config: Any = None) -> None:
         # "running" comes right after ansible-runner wrote the command file, before the spawn.
         if isinstance(data, Mapping) and data.get("status") == "running":
-            inputdir.redact_command_file(self._artifact_dir / "command", keep=_KEEP_ENV)
+            privatedir.redact_command_file(self._artifact_dir / "command", keep=_KEEP_ENV)
 
     def should_stop(self) -> bool:
         if self.stop_reason is None:
             if self.request.cancel.is_set():
-                self.stop_reason = Outcome.CANCELED
+                self.stop_reason = RunOutcome.CANCELED
             elif self._deadline is not None and time.monotonic() >= self._deadline:
-                self.stop_reason = Outcome.TIMEOUT
+                self.stop_reason = RunOutcome.TIMEOUT
             else:
                 return False
         if not self._killed:
@@ -161,26 +161,26 @@ def _validate(request: RunRequest) -> None:
     if not target.is_absolute():
         raise RunSetupError(f"playbook/role path must be absolute: {target}")
     ident = request.ident
-    if not ident or ident.startswith(".") or "/" in ident or ident == inputdir.LATEST:
+    if not ident or ident.startswith(".") or "/" in ident or ident == privatedir.LATEST:
         raise RunSetupError(f"invalid run ident {ident!r}")
     if request.timeout is not None and request.timeout <= 0:
         raise RunSetupError(f"run timeout must be positive, got {request.timeout}")
 
 
 def _verdict(
-    stop_reason: Outcome | None, finished: _Finished, summary: RunSummary
-) -> tuple[Outcome, tuple[FailedTask, ...]]:
+    stop_reason: RunOutcome | None, finished: _Finished, summary: RunSummary
+) -> tuple[RunOutcome, tuple[FailedTask, ...]]:
     if stop_reason is not None:
         return stop_reason, summary.failures
     if not summary.saw_stats:
-        return Outcome.ERROR, ()
+        return RunOutcome.ERROR, ()
     if summary.failures:
-        return Outcome.FAILED, summary.failures
+        return RunOutcome.FAILED, summary.failures
     if finished.rc not in (0, None):
         # Never seen in practice; a silent success would be worse than this message.
         message = f"ansible-playbook exited with code {finished.rc} although no task failed"
-        return Outcome.FAILED, (FailedTask(task="", action="", host="", message=message),)
-    return Outcome.SUCCESSFUL, ()
+        return RunOutcome.FAILED, (FailedTask(task="", action="", host="", message=message),)
+    return RunOutcome.SUCCESSFUL, ()
 
 
 class AnsibleRunner:
@@ -218,10 +218,10 @@ class AnsibleRunner:
         started = time.monotonic()
         _validate(request)
         if request.cancel.is_set():  # shutting down already: do not even start
-            return RunResult(ident=request.ident, outcome=Outcome.CANCELED, timeout=request.timeout)
+            return RunResult(ident=request.ident, outcome=RunOutcome.CANCELED)
         environ = dict(os.environ)
         root = request.runner_root or self._root
-        data_dir = inputdir.prepare(
+        data_dir = privatedir.prepare(
             request,
             root=root,
             environ=environ,
@@ -234,8 +234,8 @@ class AnsibleRunner:
         marker = uuid.uuid4().hex
         watch = _RunWatch(request, marker=marker, artifact_dir=artifact_dir)
         kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker)
-        scratch = inputdir.scratch_dir(data_dir, request.ident, root=root)
-        kwargs["envvars"] |= tempdirs.run_temp_env(scratch, environ)
+        tmpdir = scratch.scratch_dir(data_dir, request.ident, root=root)
+        kwargs["envvars"] |= tempdirs.run_temp_env(tmpdir, environ)
         finished: _Finished | None = None
         killed = True
         try:
@@ -247,13 +247,13 @@ class AnsibleRunner:
                 # Stragglers forked during the first sweep, then what the dead left behind.
                 watch.killed_pids.update(kill_run_processes(marker))
                 remove_ansible_temp(watch.killed_pids, environ)
-            inputdir.finish_run(
+            privatedir.finish_run(
                 data_dir,
                 ident=request.ident,
                 max_artifacts=request.max_artifacts,
                 root=root,
                 completed=not killed,
-                alias=scratch,
+                alias=tmpdir,
             )
         return self._result(request, watch, finished, artifact_dir, time.monotonic() - started)
 
@@ -281,8 +281,8 @@ class AnsibleRunner:
             "envvars": env,
             "verbosity": max(request.verbosity, 0) or None,
             "quiet": True,  # output goes to artifacts and to on_event, not our stdout
-            "suppress_env_files": True,  # inputdir owns env/*
-            "rotate_artifacts": 0,  # inputdir rotates (ansible-runner trips on `latest`)
+            "suppress_env_files": True,  # privatedir owns env/*
+            "rotate_artifacts": 0,  # privatedir rotates (ansible-runner trips on `latest`)
             "event_handler": watch.on_event,
             "status_handler": watch.on_status,
             "cancel_callback": watch.should_stop,  # also stops runner's signal handlers
@@ -312,7 +312,7 @@ class AnsibleRunner:
         summary = watch.observer.summary()
         outcome, failures = _verdict(watch.stop_reason, finished, summary)
         tail = ""
-        if outcome is not Outcome.SUCCESSFUL:
+        if outcome is not RunOutcome.SUCCESSFUL:
             tail = _stdout_tail(artifact_dir / "stdout", self._tail_chars)
         log.debug(
             "job %s for %s %s ended %s (ansible-runner %s, rc %s, %d events, %.2fs)",
@@ -335,5 +335,4 @@ class AnsibleRunner:
             duration=duration,
             stdout_tail=tail,
             artifacts_dir=artifact_dir,
-            timeout=request.timeout,
         )

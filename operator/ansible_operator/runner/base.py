@@ -5,7 +5,8 @@ resource (extra vars, kubeconfig path, verbosity, artifact retention ...), hands
 a `Runner` from a worker thread and turns the returned `RunResult` into status
 conditions, Events, metrics and a requeue decision. Nothing here talks to Kubernetes.
 
-Two implementations ship with the package:
+What the controller makes of a `RunResult` (the Failure condition's text, the
+Events) is controller/reporting.py's. Two implementations ship with the package:
 
     runner.ansible.AnsibleRunner   runs ansible-runner in the calling thread
     runner.fake.FakeRunner         scripted results, for tests of the layers above
@@ -25,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ansible_operator.runner.events import JobEvent
+    from ansible_operator.runner.jobevents import JobEvent
 
 __all__ = [
     "EventCallback",
     "FailedTask",
-    "Outcome",
+    "RunOutcome",
     "RunRequest",
     "RunResult",
     "Runner",
@@ -50,7 +51,7 @@ def new_ident() -> str:
     return str(secrets.randbits(63))
 
 
-class Outcome(enum.StrEnum):
+class RunOutcome(enum.StrEnum):
     """How a run ended, from the operator's point of view (not ansible-runner's `status`)."""
 
     SUCCESSFUL = "successful"
@@ -96,9 +97,9 @@ class RunRequest:
     kubeconfig: Path | None = None
     """A file whose path (never its content) is exported as K8S_AUTH_KUBECONFIG and KUBECONFIG."""
     timeout: float | None = None
-    """Seconds after which the run is killed and ends with `Outcome.TIMEOUT`; None = no limit."""
+    """Seconds after which the run is killed (`RunOutcome.TIMEOUT`); None = no limit."""
     cancel: threading.Event = field(default_factory=threading.Event)
-    """Set it (e.g. at shutdown) to kill the run promptly; it then ends with `Outcome.CANCELED`."""
+    """Set it (e.g. at shutdown) to kill the run promptly (`RunOutcome.CANCELED`)."""
     on_event: EventCallback | None = None
     """Optional hook for logging/metrics; exceptions it raises are logged and swallowed."""
     runner_root: Path | None = None
@@ -160,7 +161,7 @@ class RunResult:
     """What one run did. Never carries secrets: no_log results stay hidden everywhere."""
 
     ident: str
-    outcome: Outcome
+    outcome: RunOutcome
     failures: tuple[FailedTask, ...] = ()
     stats: Stats | None = None
     """Recap for host `localhost`; None when Ansible never printed a recap."""
@@ -173,32 +174,10 @@ class RunResult:
     """The end of Ansible's output (bounded, colour codes removed); empty on success."""
     artifacts_dir: Path | None = None
     """`<private data dir>/artifacts/<ident>`, kept until rotated away."""
-    timeout: float | None = None
-    """The limit that applied, so `summary()` can name it."""
 
     @property
     def succeeded(self) -> bool:
-        return self.outcome is Outcome.SUCCESSFUL
-
-    @property
-    def failure_messages(self) -> list[str]:
-        """The bare module messages: what the Go operator joins into the Failure condition."""
-        return [failure.message for failure in self.failures]
-
-    def summary(self) -> str:
-        """A human-readable explanation of a non-successful run ("" when it succeeded)."""
-        if self.outcome is Outcome.FAILED:
-            return "\n".join(failure.describe() for failure in self.failures)
-        if self.outcome is Outcome.TIMEOUT:
-            limit = f" after {self.timeout:g}s" if self.timeout else ""
-            return f"Ansible run timed out{limit}"
-        if self.outcome is Outcome.CANCELED:
-            return "Ansible run canceled"
-        if self.outcome is Outcome.ERROR:
-            detail = self.stdout_tail.strip()
-            headline = "did not receive playbook_on_stats event"
-            return f"{headline}: {detail}" if detail else headline
-        return ""
+        return self.outcome is RunOutcome.SUCCESSFUL
 
 
 @runtime_checkable

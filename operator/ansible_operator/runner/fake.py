@@ -25,8 +25,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult, Stats
-from ansible_operator.runner.events import format_completion
+from ansible_operator.runner.base import FailedTask, RunOutcome, RunRequest, RunResult, Stats
+from ansible_operator.runner.jobevents import format_completion
 
 __all__ = ["FakeRunner", "Script"]
 
@@ -71,7 +71,7 @@ class FakeRunner:
         """A successful result (its ident is replaced by the request's)."""
         return RunResult(
             ident="",
-            outcome=Outcome.SUCCESSFUL,
+            outcome=RunOutcome.SUCCESSFUL,
             stats=_stats(ok=ok),
             requeue_after=requeue_after,
             rc=0,
@@ -86,7 +86,7 @@ class FakeRunner:
         )
         return RunResult(
             ident="",
-            outcome=Outcome.FAILED,
+            outcome=RunOutcome.FAILED,
             failures=failures,
             stats=_stats(failures=len(failures)),
             rc=2,
@@ -95,12 +95,12 @@ class FakeRunner:
     @staticmethod
     def errored(stdout_tail: str = "ERROR! the role 'missing' was not found") -> RunResult:
         """A run that ended without a recap, like a syntax error or a missing role."""
-        return RunResult(ident="", outcome=Outcome.ERROR, rc=1, stdout_tail=stdout_tail)
+        return RunResult(ident="", outcome=RunOutcome.ERROR, rc=1, stdout_tail=stdout_tail)
 
     @staticmethod
     def timed_out(after: float = 60.0) -> RunResult:
         """A run killed when its `--ansible-run-timeout` of `after` seconds expired."""
-        return RunResult(ident="", outcome=Outcome.TIMEOUT, rc=254, duration=after, timeout=after)
+        return RunResult(ident="", outcome=RunOutcome.TIMEOUT, rc=254, duration=after)
 
     # --- holding runs ------------------------------------------------------------------
 
@@ -141,9 +141,7 @@ class FakeRunner:
             self._lock.notify_all()
         try:
             if self._wait_while_held(request):
-                return RunResult(
-                    ident=request.ident, outcome=Outcome.CANCELED, rc=254, timeout=request.timeout
-                )
+                return RunResult(ident=request.ident, outcome=RunOutcome.CANCELED, rc=254)
             return self._answer(answer, request)
         finally:
             with self._lock:

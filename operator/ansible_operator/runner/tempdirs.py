@@ -1,7 +1,7 @@
 """Where a run's temporary files go: all of them inside the run's scratch directory.
 
 Where this sits: runner/ansible.py calls `run_temp_env(scratch, environ)` once per
-run, after inputdir.scratch_dir() made the run's private scratch directory, and
+run, after scratch.scratch_dir() made the run's private scratch directory, and
 adds the result to the run's environment.
 
 Why: a run's temporary files outlive it when it is killed (cancel, timeout, or

@@ -9,6 +9,7 @@ order; custom status keys and conditions of other types are carried over.
 
     conditions   the model: parse a status map, set one condition, write it back
     transitions  the four writes of a reconcile, built on `conditions`
+    driftcondition  the Drifted condition a drift check writes (ours)
 """
 
 from ansible_operator.status.conditions import (

@@ -7,7 +7,7 @@ turn it back into the map that the reconciler writes to the status
 subresource (`Status.to_map`). Nothing here talks to Kubernetes.
 
 The Go operator decides what the YAML looks like, so the parsing defaults and
-the field names mirror it (spec §3.1, §3.4):
+the field names mirror it (docs/status.md):
 
 * every key of `.status` other than `conditions` is carried over unchanged;
 * entries of type Running, Successful or Failure (ours) are parsed field by

@@ -1,6 +1,6 @@
 """The four status writes of a reconcile, as pure functions from the live status to the new one.
 
-Who calls what (spec §3.3, §5.2):
+Who calls what (docs/status.md has the user's view):
 
 * `running`   - before every Ansible run (after the finalizer is added), when
                 `manageStatus` is true;
@@ -14,7 +14,7 @@ The reconciler re-reads the object live, passes its `.status` here and writes
 the returned map to the status subresource. Each function returns the COMPLETE
 new status: custom keys and other controllers' conditions come back unchanged.
 
-Compatibility note (spec §3.2, derived QUIRK, deliberately matched): when a
+Compatibility note (a quirk of the Go operator, deliberately matched): when a
 condition only flips its status (Successful → False when a run starts, Running
 → False on failure or error), the reference writes a modified copy of the
 existing condition, so its lastTransitionTime is NOT moved to now. We do the

@@ -44,6 +44,23 @@ Life of the part:
 * At shutdown the manager calls `WarmServers.stop()`: the servers are terminated and
   the directory removed. A server whose parent (the operator) is gone exits by itself.
 
+Modules:
+
+    supervisor   starts, restarts and stops the two servers; a run's environment
+    client       the thin clients: the ansible-playbook shim, the interpreter client
+    protocol     the wire format between clients and servers; shared names
+    pbserver     the playbook helper;  modserver  the module server
+    forkserver   the fork-server core both servers share: keepers, run children
+    primed       primed children: the controller imported once per configuration
+    configkey    which runs may share a primed child; per-run settings
+    child        a forked run child made into a fresh interpreter
+    bootstrap    the servers' start-up steps; preimports  what they import, and why
+    immortal     sealing imported objects before forking (PEP 683)
+    malloc       glibc arenas of the operator and the servers
+    azcache      built AnsiballZ payloads shared across runs;  azentries  their
+                 entries;  aztrace  what a build read
+    routingmemo  ansible.builtin's routing file, parsed once
+
 Processes: operator -> pbserver [-> primed child] / modserver -> keeper (one per
 request) -> run child
 -> ansible workers / module children; the clients are children of ansible-runner or

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from ansible_operator.config.watches import GVK, Watch
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.dependents import DependentWatches
-from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.kube.fake import FakeKube
 from ansible_operator.kube.kubeapi import ResourceInfo
 from ansible_operator.proxy.credentials import Owner

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from ansible_operator.clocks import FakeClock
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.contract import Key
+from ansible_operator.controller.queue import Priority, WorkQueue
 
 A = "a-v1-controller"
 B = "b-v1-controller"
@@ -55,7 +56,7 @@ class Recorder:
 
 
 def key(name: str, queue: str = A, namespace: str = "ns") -> Key:
-    return Key(queue=queue, namespace=namespace, name=name)
+    return Key(controller=queue, namespace=namespace, name=name)
 
 
 def make(

@@ -21,18 +21,19 @@ import pytest
 
 from ansible_operator.clocks import FakeClock
 from ansible_operator.config.watches import GVK, Finalizer, Watch
-from ansible_operator.controller import reconciler as reconciler_module
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
-from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings, RunFailed
-from ansible_operator.controller.runaccess import RunAccess
-from ansible_operator.controller.watching import controller_name
-from ansible_operator.controller.workers import Outcome, WorkerPool
-from ansible_operator.errors import Conflict, InvalidResource, RetryLater, RunSetupError
+from ansible_operator.controller.contract import Key, Outcome, run_label
+from ansible_operator.controller.queue import Priority, WorkQueue
+from ansible_operator.controller.reconciler import Reconciler, RunFailed
+from ansible_operator.controller.workers import WorkerPool
+from ansible_operator.errors import Conflict, InvalidResource, Permanent, RetryLater, RunSetupError
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.launch import request as request_module
+from ansible_operator.launch.access import RunAccess
+from ansible_operator.launch.request import RunSettings
 from ansible_operator.proxy import RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
-from ansible_operator.runner.base import Runner, RunRequest, RunResult
+from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult
 from ansible_operator.runner.fake import FakeRunner, Script
 from tests.unit.controller.test_workers import settle, tick, wait_until
 
@@ -60,18 +61,18 @@ SUCCEEDED: Conditions = [
 
 
 class Hooks:
-    """ReconcileHooks that write down what metrics would have been told."""
+    """RunMetrics and ReconcileMetrics that write down what metrics would have been told."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.runs: list[str] = []
         self.results: list[str] = []
 
-    def run_finished(self, *, watch: Watch, outcome: str, seconds: float) -> None:
+    def run_finished(self, *, gvk: str, outcome: RunOutcome | None, seconds: float) -> None:
         with self._lock:
-            self.runs.append(str(outcome))
+            self.runs.append(run_label(outcome))
 
-    def reconciled(self, *, watch: Watch, result: str, seconds: float) -> None:
+    def reconciled(self, *, controller: str, result: str, seconds: float) -> None:
         with self._lock:
             self.results.append(result)
 
@@ -129,7 +130,7 @@ class World:
             watch=watch,
             kube=self.kube,
             runner=runner,
-            settings=ReconcileSettings(
+            settings=RunSettings(
                 reconcile_period=PERIOD,
                 ansible_args=ansible_args,
                 ansible_log_events="Nothing",
@@ -167,7 +168,7 @@ class World:
 
 
 def key_of(reconciler: Reconciler) -> Key:
-    return Key(queue=controller_name(reconciler.watch), namespace=NS, name=NAME)
+    return Key(controller=reconciler.watch.controller_name, namespace=NS, name=NAME)
 
 
 @pytest.fixture
@@ -331,10 +332,12 @@ def test_one_reconcile_reports_what_the_run_did(world: World, case: RunCase) -> 
     assert world.events_seen() == [(t, r, m.format(role=role)) for t, r, m in case.events]
     assert world.hooks.runs == [case.run_outcome]
     assert outcome.requeue_after == case.requeue_after
+    failure = outcome.terminal if outcome.terminal is not None else outcome.error
     if case.error is None:
-        assert outcome.error is None
+        assert failure is None
     else:
-        assert type(outcome.error) is case.error
+        assert type(failure) is case.error
+        assert (outcome.terminal is not None) is issubclass(case.error, Permanent)
     [request] = runner.requests
     assert request.extravars["size"] == 3
     assert request.role == role
@@ -354,7 +357,7 @@ def test_a_missing_inventory_in_the_real_runner_ends_as_failure(
 
     outcome = reconciler.reconcile(key_of(reconciler))
 
-    assert isinstance(outcome.error, RunSetupError)
+    assert isinstance(outcome.terminal, RunSetupError)
     assert outcome.requeue_after == PERIOD
     failure = world.conditions()[-1]
     assert failure[:3] == ("Failure", "True", "Failed")
@@ -374,7 +377,7 @@ def test_unparsable_ansible_args_in_the_real_runner_end_as_failure(world: World)
 
     outcome = reconciler.reconcile(key_of(reconciler))
 
-    assert isinstance(outcome.error, RunSetupError)
+    assert isinstance(outcome.terminal, RunSetupError)
     failure = world.conditions()[-1]
     assert failure[:3] == ("Failure", "True", "Failed")
     assert "--ansible-args" in failure[3]
@@ -392,10 +395,10 @@ def test_a_permanent_error_building_extra_vars_ends_as_failure_without_a_run(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def refuse(*_: Any, **__: Any) -> dict[str, Any]:
-        # What runner.extravars raises for a CR it cannot convert.
+        # What launch.extravars raises for a CR it cannot convert.
         raise InvalidResource("spec nested deeper than 100 levels")
 
-    monkeypatch.setattr(reconciler_module, "build_extravars", refuse)
+    monkeypatch.setattr(request_module, "build_extravars", refuse)
     runner = FakeRunner()
     reconciler = world.reconciler(runner)
     world.create()
@@ -406,7 +409,7 @@ def test_a_permanent_error_building_extra_vars_ends_as_failure_without_a_run(
     assert world.conditions()[-1] == ("Failure", "True", "Failed", message)
     assert world.events_seen() == [("Warning", "Failed", message)]
     assert runner.requests == []
-    assert isinstance(outcome.error, InvalidResource)
+    assert isinstance(outcome.terminal, InvalidResource)
     assert outcome.requeue_after == PERIOD
     assert_run_access_cleaned(world)
 
@@ -435,7 +438,7 @@ def test_a_permanent_setup_error_is_reported_once_and_not_retried_until_a_change
     world.create()
     clock = FakeClock()
     queue = WorkQueue(total_limit=2, backoff_base=1.0, backoff_max=1000.0, clock=clock)
-    pool = WorkerPool(queue, reconciler.reconcile, workers=1)
+    pool = WorkerPool(queue, reconciler.reconcile, workers=1, metrics=world.hooks)
     key = key_of(reconciler)
     try:
         queue.add(key)

@@ -10,7 +10,7 @@ from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.rundirsweep import remove_gone
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeKube
-from ansible_operator.runner import inputdir
+from ansible_operator.runner import privatedir, scratch
 
 RES = ResourceInfo(
     group="g.example.com",
@@ -35,7 +35,7 @@ def _watch(res: ResourceInfo) -> Watch:
 
 
 def _dir(root: Path, res: ResourceInfo, namespace: str, name: str, *, age: float = 60) -> Path:
-    path = inputdir.cr_dir(
+    path = privatedir.cr_dir(
         root=root,
         group=res.group,
         version=res.version,
@@ -89,12 +89,12 @@ def test_only_directories_of_gone_resources_in_watched_namespaces_go(tmp_path: P
 
 def test_a_directory_a_live_run_holds_is_left(tmp_path: Path) -> None:
     busy = _dir(tmp_path, RES, "ns1", "busy")
-    alias = inputdir.scratch_dir(busy, "42", root=tmp_path)  # a run of another operator
+    alias = scratch.scratch_dir(busy, "42", root=tmp_path)  # a run of another operator
     try:
         assert remove_gone(_kube(), [_watch(RES)], root=tmp_path, namespaces=()) == 0
         assert busy.exists()
     finally:
-        inputdir.finish_run(
+        privatedir.finish_run(
             busy, ident="42", max_artifacts=1, root=tmp_path, completed=True, alias=alias
         )
     assert remove_gone(_kube(), [_watch(RES)], root=tmp_path, namespaces=()) == 0  # just ran

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from ansible_operator.controller.queue import Key
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.sharding.assignment import Placed, assign, placed
 
 MEMBERS = ["vm-0a1b2c3d", "vm-4e5f6a7b", "vm-8c9d0e1f"]

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.contract import Key, Outcome
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.sharding import claims
 from ansible_operator.controller.sharding.membership import (
     GROUP_LABEL,
@@ -22,7 +23,6 @@ from ansible_operator.controller.sharding.membership import (
 )
 from ansible_operator.controller.sharding.shard import Shard
 from ansible_operator.controller.sharding.shardmetrics import ShardMetrics
-from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import Conflict, NotFound, RetryLater
 from ansible_operator.kube.client import ResourceInfo
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ansible_operator.controller.queue import Key
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.sharding import claims
 from ansible_operator.kube.client import ResourceInfo
 from tests.unit.controller.test_sharding_gate import (

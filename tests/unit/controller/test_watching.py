@@ -8,8 +8,9 @@ import pytest
 
 from ansible_operator.config.selectors import LabelSelector
 from ansible_operator.config.watches import GVK, Watch
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
-from ansible_operator.controller.watching import PrimaryWatch, controller_name
+from ansible_operator.controller.contract import Key
+from ansible_operator.controller.queue import Priority, WorkQueue
+from ansible_operator.controller.watching import PrimaryWatch
 
 WATCH = Watch(gvk=GVK("cache.example.com", "v1alpha1", "Memcached"))
 
@@ -40,7 +41,7 @@ def primary(watch: Watch = WATCH) -> tuple[PrimaryWatch, WorkQueue]:
 
 
 def test_controller_name_is_the_go_operators() -> None:
-    assert controller_name(WATCH) == "memcached-v1alpha1-controller"
+    assert WATCH.controller_name == "memcached-v1alpha1-controller"
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,20 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from ansible_operator.clocks import FakeClock
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
-from ansible_operator.controller.workers import Outcome, WorkerPool
-from ansible_operator.errors import Permanent, RetryLater
+from ansible_operator.controller.contract import Key, Outcome
+from ansible_operator.controller.queue import Priority, WorkQueue
+from ansible_operator.controller.workers import WorkerPool
+from ansible_operator.errors import (
+    ApiError,
+    BadAnnotation,
+    Conflict,
+    InvalidResource,
+    KubeUnavailable,
+    NotFound,
+    Permanent,
+    RetryLater,
+    RunSetupError,
+)
 from tests.unit.controller.test_queue import A, B, C, Recorder, key
 
 LOGGER = "ansible_operator.controller.workers"
@@ -142,16 +153,25 @@ def test_error_outcome_backs_off_and_ignores_requeue_after(pools: Pools) -> None
     wait_until(lambda: handler.count() == 2)
 
 
-# (case, what the handler does, quiet for, then due after, failures counted)
+# (case, what the handler does, quiet for, then due after, failures counted):
+# every error class of errors.py, returned as the reconciler returns it or raised.
 ERROR_CLASSES = [
     (
-        "permanent returned: reported, back only at its period",
-        Outcome(error=Permanent("no inventory"), requeue_after=30.0),
+        "permanent returned as terminal: reported, back only at its period",
+        Outcome(terminal=Permanent("no inventory"), requeue_after=30.0),
         29.9,
         0.1,
         0,
     ),
-    ("permanent returned without a period: never", Outcome(error=Permanent("x")), 10_000, None, 0),
+    (
+        "terminal without a period: never",
+        Outcome(terminal=Permanent("x")),
+        10_000,
+        None,
+        0,
+    ),
+    ("run set-up error terminal", Outcome(terminal=RunSetupError("x")), 10_000, None, 0),
+    ("invalid resource terminal", Outcome(terminal=InvalidResource("x")), 10_000, None, 0),
     (
         "retry later with a delay: that delay",
         Outcome(error=RetryLater("x", delay=7.0)),
@@ -160,8 +180,15 @@ ERROR_CLASSES = [
         1,
     ),
     ("retry later without a delay: backoff", Outcome(error=RetryLater("x")), 0.85, 0.15, 1),
+    ("api unavailable returned: backoff", Outcome(error=KubeUnavailable("x")), 0.85, 0.15, 1),
     ("permanent raised, so not reported: backoff", Permanent("HTTP 403"), 0.85, 0.15, 1),
     ("retry later raised with a delay: that delay", RetryLater("x", delay=5.0), 4.9, 0.1, 1),
+    ("api unavailable raised: backoff", KubeUnavailable("x"), 0.85, 0.15, 1),
+    ("api error raised (a 403): backoff", ApiError(403, "forbidden"), 0.85, 0.15, 1),
+    ("conflict raised: backoff", Conflict(409, "changed"), 0.85, 0.15, 1),
+    ("not found raised: backoff", NotFound(404, "gone"), 0.85, 0.15, 1),
+    ("bad annotation raised: backoff", BadAnnotation("x"), 0.85, 0.15, 1),
+    ("a bug raised: backoff", KeyError("x"), 0.85, 0.15, 1),
 ]
 
 
@@ -418,9 +445,9 @@ class Tracker:
             if key in self.active:
                 self.violations.append(f"{key} twice at once")
             self.active.add(key)
-            self.per_kind[key.queue] += 1
-            self.max_per_kind[key.queue] = max(
-                self.max_per_kind[key.queue], self.per_kind[key.queue]
+            self.per_kind[key.controller] += 1
+            self.max_per_kind[key.controller] = max(
+                self.max_per_kind[key.controller], self.per_kind[key.controller]
             )
             self.max_total = max(self.max_total, len(self.active))
             version = self.version[key]
@@ -429,7 +456,7 @@ class Tracker:
         failed = random.random() < 0.1
         with self.lock:
             self.active.discard(key)
-            self.per_kind[key.queue] -= 1
+            self.per_kind[key.controller] -= 1
             if not failed:
                 self.seen[key] = version
         return Outcome(error=RuntimeError("flaky")) if failed else Outcome()

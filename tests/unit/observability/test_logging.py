@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from ansible_operator.controller.queue import Key
+from ansible_operator.controller.contract import Key
 from ansible_operator.errors import KubeUnavailable
 from ansible_operator.observability.logging import (
     ObjectLogger,
@@ -295,7 +295,9 @@ def test_object_logger_adds_fields_to_every_line(stream: io.StringIO) -> None:
     setup_logging(stream=stream)
     log = object_logger(logging.getLogger("reconciler"), namespace="ns", name="a", gvk=GVK)
     log.info("one")
-    log.with_fields(job="42").warning("two", extra={"attempt": 1})
+    object_logger(log, namespace="ns", name="a", gvk=GVK, job="42").warning(
+        "two", extra={"attempt": 1}
+    )
     log.error("three", extra={"name": "override"})
     one, two, three = lines(stream)
     assert {k: one[k] for k in ("namespace", "name", "gvk")} == {
@@ -305,7 +307,7 @@ def test_object_logger_adds_fields_to_every_line(stream: io.StringIO) -> None:
     }
     assert list(one)[:4] == ["level", "ts", "logger", "msg"]
     assert (two["job"], two["attempt"], two["name"]) == ("42", 1, "a")
-    assert "job" not in three  # with_fields returned a new logger
+    assert "job" not in three  # the wrapping logger is a new one
     assert three["name"] == "override"  # per-call extra wins, even for reserved names
 
 

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from ansible_operator.controller.observer import QueueObserver
+from ansible_operator.controller.queueobserver import QueueObserver
 from ansible_operator.observability.health import BindError, parse_bind_address
 from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
 

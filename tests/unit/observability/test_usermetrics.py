@@ -27,10 +27,12 @@ from ansible_operator.observability.metrics import OperatorMetrics
 from ansible_operator.observability.usermetrics import (
     DEFAULT_BIND,
     MAX_BODY_BYTES,
-    UserMetricError,
     UserMetrics,
-    UserMetricSpec,
     UserMetricsServer,
+)
+from ansible_operator.observability.usermetricsapi import (
+    UserMetricError,
+    UserMetricSpec,
     decode_request,
 )
 

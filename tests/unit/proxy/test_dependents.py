@@ -13,13 +13,14 @@ import pytest
 from kubernetes import client
 
 from ansible_operator.config.watches import GVK, Watch
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.dependents import (
     DependentWatches,
     _KindWatch,
     object_digest,
     should_enqueue,
 )
-from ansible_operator.controller.queue import Key, WorkQueue
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.kube.client import Kube, ListPage, ResourceInfo, WatchEvent
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import (

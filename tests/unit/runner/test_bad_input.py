@@ -17,14 +17,9 @@ import pytest
 
 from ansible_operator.errors import InvalidResource, Permanent
 from ansible_operator.kube import deepjson
-from ansible_operator.runner.extravars import (
-    MAX_DEPTH,
-    UNSAFE_MARKER,
-    build_extravars,
-    mark_unsafe,
-    render,
-)
-from ansible_operator.runner.paramconv import map_to_snake
+from ansible_operator.launch.extravars import MAX_DEPTH, UNSAFE_MARKER, build_extravars, mark_unsafe
+from ansible_operator.launch.snakecase import map_to_snake
+from ansible_operator.runner.extravarsfile import render
 
 TOO_DEEP = "spec nested deeper than 100 levels at spec.a.a.a.a.a.a…"
 

@@ -1,4 +1,4 @@
-"""`inputdir.sweep_scratch_dirs`: a killed operator's run scratch directories go at start-up."""
+"""`scratch.sweep_scratch_dirs`: a killed operator's run scratch directories go at start-up."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_operator.runner import inputdir
-from ansible_operator.runner.inputdir import DISCOVERY_DIR, scratch_dir, sweep_scratch_dirs
+from ansible_operator.runner import privatedir, scratch
+from ansible_operator.runner.scratch import DISCOVERY_DIR, scratch_dir, sweep_scratch_dirs
 
 
 def make_cr_dir(root: Path, *segments: str) -> Path:
@@ -62,7 +62,7 @@ def test_a_runs_tmpdir_is_a_short_link_that_the_sweep_removes_after_a_kill(
         assert len(str(alias)) + len("/pymp-12345678/listener-12345678") < 108, alias
         assert alias.resolve() == cr / "tmp-1234567890123456789"
         # The operator was killed mid-run (the kernel drops its lock), and restarts.
-        inputdir._release(cr / "tmp-1234567890123456789")
+        scratch.release(cr / "tmp-1234567890123456789")
         sweep_scratch_dirs(root)
         assert not (cr / "tmp-1234567890123456789").exists()
         assert not alias.parent.exists()
@@ -80,7 +80,7 @@ def test_a_live_runs_scratch_dir_is_left_and_its_lock_goes_with_the_run(tmp_path
         assert sweep_scratch_dirs(tmp_path) == 0
         assert (cr / "tmp-77").is_dir()
     finally:
-        inputdir.finish_run(
+        privatedir.finish_run(
             cr, ident="77", max_artifacts=1, root=tmp_path, completed=True, alias=alias
         )
     (cr / "tmp-77").mkdir()  # what a killed run leaves: nobody holds it

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ansible_operator.status import drift, running
-from ansible_operator.status.drift import DriftState
+from ansible_operator.status.driftcondition import DriftState
 
 NOW = datetime.datetime(2026, 5, 6, 7, 8, 9, tzinfo=datetime.UTC)
 LATER = NOW + datetime.timedelta(minutes=5)

@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ansible_operator.controller.queue import Key
+from ansible_operator.controller.contract import Key
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -38,16 +38,16 @@ class Placed:
 
     @property
     def key(self) -> Key:
-        return Key(queue=self.queue, namespace=self.namespace, name=self.name)
+        return Key(controller=self.queue, namespace=self.namespace, name=self.name)
 
 
 def placed(key: Key, created: str) -> Placed:
-    return Placed(created=created, queue=key.queue, namespace=key.namespace, name=key.name)
+    return Placed(created=created, queue=key.controller, namespace=key.namespace, name=key.name)
 
 
 def score(member: str, key: Key) -> int:
     """The rendezvous weight of `member` for `key` (higher wins)."""
-    text = f"{member}\0{key.queue}\0{key.namespace}\0{key.name}".encode()
+    text = f"{member}\0{key.controller}\0{key.namespace}\0{key.name}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
 
 

@@ -40,7 +40,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
+from ansible_operator.controller.contract import Key, Outcome
+from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.sharding import claims
 from ansible_operator.controller.sharding.assignment import Assignment, assign, placed
 from ansible_operator.controller.sharding.grouplease import GroupLease
@@ -51,7 +52,6 @@ from ansible_operator.controller.sharding.membership import (
 )
 from ansible_operator.controller.sharding.shardmetrics import ShardMetrics
 from ansible_operator.controller.sharding.takeover import Candidate, Takeover
-from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import ConfigError, Conflict, OperatorError, RetryLater
 from ansible_operator.kube.client import JSON, KubeApi, ResourceInfo
 
@@ -241,7 +241,9 @@ class Shard:
     def observe(self, queue: str, event_type: str, body: Mapping[str, Any]) -> None:
         """Record a primary-watch event (every CR, every replica)."""
         meta = body.get("metadata") or {}
-        key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
+        key = Key(
+            controller=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"])
+        )
         claim = claims.holder(body)
         with self._lock:
             if queue not in self._kinds:
@@ -300,8 +302,8 @@ class Shard:
             claimed += claim == self.me
             to_take = owner == self.me and claim != self.me and claim not in members
             to_release = owner != self.me and claim == self.me
-            if to_take and claim and entry.version and key.queue in kinds:
-                api_version, kind = kinds[key.queue]
+            if to_take and claim and entry.version and key.controller in kinds:
+                api_version, kind = kinds[key.controller]
                 dead.append(Candidate(key, claim, api_version, kind))
             # A key a worker holds is being settled by the gate; adding it would
             # only run it once more.

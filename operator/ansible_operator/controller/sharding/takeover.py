@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ansible_operator.controller.queue import Key
+from ansible_operator.controller.contract import Key
 from ansible_operator.controller.sharding import claims
 from ansible_operator.errors import Conflict, NotFound, OperatorError
 from ansible_operator.kube.client import JSON, KubeApi, ResourceInfo

@@ -1,4 +1,5 @@
-"""runner.extravars: the variables of one Ansible run and the text of env/extravars."""
+"""launch.extravars and runner.extravarsfile: the variables of one Ansible run and the text
+of env/extravars."""
 
 from __future__ import annotations
 
@@ -8,13 +9,8 @@ from typing import Any
 
 import pytest
 
-from ansible_operator.runner.extravars import (
-    META_VAR,
-    build_extravars,
-    mark_unsafe,
-    object_key,
-    render,
-)
+from ansible_operator.launch.extravars import META_VAR, build_extravars, mark_unsafe, object_key
+from ansible_operator.runner.extravarsfile import render
 
 GROUP = "cache.example.com"
 KIND = "Memcached"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ansible_operator import errors
-from ansible_operator.controller import annotations
+from ansible_operator.launch import crannotations as annotations
 
 LOG = logging.LoggerAdapter(logging.getLogger("test"), {})
 

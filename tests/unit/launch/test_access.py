@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_operator.controller.runaccess import DIR_PREFIX, sweep_stale
+from ansible_operator.launch.access import DIR_PREFIX, sweep_stale
 
 
 @dataclass(frozen=True)

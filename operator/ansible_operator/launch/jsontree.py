@@ -1,11 +1,10 @@
 """Copies and depth checks of JSON-like trees (maps, lists, scalars) without recursion.
 
-Where this sits: `runner.extravars.build_extravars` turns a custom resource
-into a run's extra vars. It first asks `deeper_than` whether any field is
-nested beyond the operator's limit (and refuses the resource with a message
-made by `describe_path`), then copies the object with `rebuild`, which
-`runner.paramconv.map_to_snake` and `extravars.mark_unsafe` also use to
-rename keys and wrap strings.
+Where this sits: launch/extravars.py turns a custom resource into a run's extra
+vars. It first asks `deeper_than` whether any field is nested beyond the
+operator's limit (and refuses the resource with a message made by
+`describe_path`), then copies the object with `rebuild`, once per variable,
+renaming keys (launch/snakecase.py) and wrapping strings in the same walk.
 
 Both walk with an explicit stack, so their cost is bounded by the size of
 the tree, never by Python's recursion limit: an object of any depth the API

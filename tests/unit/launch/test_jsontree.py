@@ -1,4 +1,4 @@
-"""runner.tree: iterative copies, depth checks and path descriptions of JSON-like trees."""
+"""launch.jsontree: iterative copies, depth checks and path descriptions of JSON-like trees."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ansible_operator.kube import deepjson
-from ansible_operator.runner.tree import Path, deeper_than, describe_path, rebuild
+from ansible_operator.launch.jsontree import Path, deeper_than, describe_path, rebuild
 
 
 def nested(depth: int, key: str = "a", leaf: Any = 1) -> Any:

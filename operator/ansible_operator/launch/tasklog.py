@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_operator.observability.logging import ObjectLogger
-from ansible_operator.runner.events import JobEvent
+from ansible_operator.runner.jobevents import JobEvent
 
 RESULT_EVENTS = {
     "runner_on_ok": "ok",

@@ -1,4 +1,4 @@
-"""runner.paramconv: the Go operator's snake_case spelling of custom-resource keys.
+"""launch.snakecase: the Go operator's snake_case spelling of custom-resource keys.
 
 The first table is the upstream test suite's, the second the hand-traced cases
 of the behaviour note (§2.2), the third extra edge cases checked against the Go
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ansible_operator.runner.paramconv import go_lower, map_to_snake, to_snake
+from ansible_operator.launch.snakecase import go_lower, map_to_snake, to_snake
 
 OFFICIAL = [
     ("var", "var"),
@@ -213,7 +213,7 @@ def test_collision_inside_nested_map_uses_same_rule() -> None:
 
 
 def test_collision_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING", logger="ansible_operator.runner.paramconv"):
+    with caplog.at_level("WARNING", logger="ansible_operator.launch.snakecase"):
         map_to_snake({"fooBar": 1, "foo_bar": 2})
     assert "'fooBar'" in caplog.text
     assert "'foo_bar'" in caplog.text

@@ -10,15 +10,14 @@ within the same per-kind and total limits), and the checker:
 1. reads the CR live; gone, being deleted or no longer checked: stop;
 2. in sharded mode asks the reconciler's gate (controller.sharding) whether
    this replica owns the CR; not ours: check again a period later;
-3. plans it with the `Planner` the cli hands in (ansible_operator.plan.drift:
-   the same plan as `ansible-operator plan KIND NAME`, through a read-only
-   proxy, so nothing is changed);
-4. sets the `Drifted` condition (status.drift), posts one Event when drift
+3. plans it with its `Planner` (plan/engine.py's `drift_findings`: the same
+   plan as `ansible-operator plan KIND NAME`, through a read-only proxy, so
+   nothing is changed);
+4. sets the `Drifted` condition (status.driftcondition), posts one Event when drift
    appears (Warning `Drifted`) or goes away (Normal `DriftResolved`), and
    updates the gauge of drifted CRs of the kind.
 
-The planner lives above this layer (plan imports controller), so it is
-injected. A drift check is no reconcile: no reconcile metrics, Events or
+A drift check is no reconcile: no reconcile metrics, Events or
 requeues, and a failed plan only makes the condition Unknown.
 """
 
@@ -30,24 +29,21 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Protocol, cast
 
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import statuswrite
+from ansible_operator.controller.contract import Gate, Key, Outcome
 from ansible_operator.controller.driftsettings import settings_for
-from ansible_operator.controller.queue import Key, WorkQueue
-from ansible_operator.controller.reconciler import Gate
+from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reporting import EventSink
-from ansible_operator.controller.watching import controller_name
-from ansible_operator.controller.workers import Outcome
 from ansible_operator.errors import BadAnnotation, OperatorError
-from ansible_operator.kube.client import Kube, KubeApi, ResourceInfo
+from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
 from ansible_operator.observability.eventrecorder import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
-from ansible_operator.runner.base import Runner
-from ansible_operator.status import drift as status_drift
+from ansible_operator.plan.engine import Findings
+from ansible_operator.status import driftcondition as status_drift
 
 log = logging.getLogger("ansible_operator.drift")
 
@@ -56,16 +52,9 @@ EVENT_DRIFTED: Final = "Drifted"
 EVENT_RESOLVED: Final = "DriftResolved"
 
 
-@dataclass(frozen=True, slots=True)
-class Findings:
-    """One plan, as far as drift goes."""
-
-    drifted: tuple[str, ...]  # "Kind namespace/name" the role would create, update or delete
-    error: str | None = None  # why the plan failed; None when it finished
-
-
 class Planner(Protocol):
-    """Plans one existing CR without changing anything (ansible_operator.plan.drift)."""
+    """Plans one existing CR without changing anything: plan/engine.py's `drift_findings`
+    with the operator's runner (the manager binds it), or a fake in tests."""
 
     def __call__(self, watch: Watch, resource: ResourceInfo, obj: dict[str, Any]) -> Findings: ...
 
@@ -105,14 +94,13 @@ class DriftChecker:
         self._lock = threading.Lock()
         self._drifted: set[Key] = set()
         self._last: dict[Key, str] = {}  # last True/False found, for Events on changes only
-        self._resource: ResourceInfo | None = None
+        self._kind = KindResource(
+            kube, group=watch.gvk.group, version=watch.gvk.version, kind=watch.gvk.kind
+        )
 
     @property
     def resource(self) -> ResourceInfo:
-        if self._resource is None:
-            gvk = self.watch.gvk
-            self._resource = self.kube.resource(group=gvk.group, version=gvk.version, kind=gvk.kind)
-        return self._resource
+        return self._kind()
 
     def check(self, key: Key) -> float | None:
         """Check `key` once; seconds until its next check, None when it has none."""
@@ -256,7 +244,9 @@ class DriftScheduler:
         meta = body.get("metadata") or {}
         if checker is None:
             return
-        key = Key(queue=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"]))
+        key = Key(
+            controller=queue, namespace=str(meta.get("namespace") or ""), name=str(meta["name"])
+        )
         period = 0.0 if event_type == "DELETED" else self._period_of(checker.watch, body)
         with self._cond:
             # A check running now is forgotten when it ends (_reschedule).
@@ -308,7 +298,7 @@ class DriftScheduler:
             try:
                 if self._queue.claim(key):
                     try:
-                        delay = self._checkers[key.queue].check(key)
+                        delay = self._checkers[key.controller].check(key)
                     except Exception:
                         log.exception("Drift check of %s failed", key)
                         delay = self._period.get(key)
@@ -327,21 +317,7 @@ class DriftScheduler:
                 self._due[key] = self._clock() + cast(float, delay)
                 self._cond.notify()
         if dropped:
-            self._checkers[key.queue].forget(key)
-
-
-class PlannerFactory(Protocol):
-    """Builds the Planner at start-up (ansible_operator.plan.drift.make_planner)."""
-
-    def __call__(
-        self,
-        *,
-        kube: Kube,
-        runner: Runner,
-        ansible_args: str,
-        inject_owner_ref: bool,
-        cancel: threading.Event,
-    ) -> Planner: ...
+            self._checkers[key.controller].forget(key)
 
 
 def build_scheduler(
@@ -361,7 +337,7 @@ def build_scheduler(
     stop() sets it.
     """
     checkers = {
-        controller_name(watch): DriftChecker(
+        watch.controller_name: DriftChecker(
             watch=watch,
             gvk=format_gvk(group=watch.group, version=watch.version, kind=watch.kind),
             kube=kube,

@@ -26,7 +26,7 @@ from typing import Any
 from ansible_operator.kube import login
 from ansible_operator.proxy import Owner, RunCredentials, write_kubeconfig
 
-log = logging.getLogger("ansible_operator.runaccess")
+log = logging.getLogger("ansible_operator.access")
 
 DIR_PREFIX = "ansible-operator-kubeconfigs-"
 

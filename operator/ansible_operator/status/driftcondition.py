@@ -1,6 +1,6 @@
 """The `Drifted` condition a drift check writes, as pure functions of the live status.
 
-Called by controller.drift after each drift check of a CR (docs/plan.md,
+Called by controller.driftchecks after each drift check of a CR (docs/plan.md,
 "Drift checks and observe-only"). Unlike status.transitions it works on the
 raw status map: every other key and condition, the reconcile's Running,
 Successful and Failure included, comes back exactly as it was read, in

@@ -1,10 +1,10 @@
 """snake_case conversion of custom-resource keys, exactly as the Go ansible-operator does it.
 
-Where this sits: before every Ansible run the reconciler asks
-`runner.extravars.build_extravars` for the run's extra vars; when the watch has
-`snakeCaseParameters: true` (the default) that function passes the CR's `spec`
-through `map_to_snake`, so a role reads `spec.replicaCount` as `replica_count`.
-Nothing else in the operator calls this module.
+Where this sits: before every Ansible run launch/extravars.py builds the run's
+extra vars; when the watch has `snakeCaseParameters: true` (the default) it copies
+the CR's `spec` with `snake_pairs` as the key conversion, so a role reads
+`spec.replicaCount` as `replica_count`. Nothing else in the operator calls this
+module (`map_to_snake` is the same conversion on its own, for tests and tools).
 
 Roles written for the Go operator depend on the precise spelling it produces,
 quirks included (`URL` becomes `__url`, `aB` becomes `ab`, `HTTPSProxy` becomes
@@ -28,9 +28,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_operator.runner.tree import rebuild
+from ansible_operator.launch.jsontree import rebuild
 
-__all__ = ["go_lower", "map_to_snake", "to_snake"]
+__all__ = ["go_lower", "map_to_snake", "snake_pairs", "to_snake"]
 
 _log = logging.getLogger(__name__)
 
@@ -154,16 +154,16 @@ def map_to_snake(value: Any) -> Any:
 
     Values are never changed. Any Mapping becomes a plain dict and any list or tuple
     a list. Keys that are not strings (they cannot come from JSON) are kept. The
-    walk is iterative (runner.tree.rebuild), so no depth raises RecursionError.
+    walk is iterative (launch.jsontree.rebuild), so no depth raises RecursionError.
 
     When several keys of one map convert to the same name, exactly one survives:
     the key already spelled like the converted name if there is one, otherwise the
     key that sorts first. The result therefore never depends on the input's order.
     """
-    return rebuild(value, pairs=_snake_pairs)
+    return rebuild(value, pairs=snake_pairs)
 
 
-def _snake_pairs(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
+def snake_pairs(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
     """The (converted key, value) pairs of one map's copy, collisions settled."""
     source_of: dict[Any, Any] = {}
     for original in mapping:

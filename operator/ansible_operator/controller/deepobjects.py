@@ -21,7 +21,7 @@ custom resource, which the API server accepts up to about 10,000 levels:
 
 Once delivered, such an object reaches the reconciler like any other, which
 reads it with kube.client (also deepjson) and reports it: build_extravars
-refuses it with a message naming how deep it is (runner.extravars.MAX_DEPTH).
+refuses it with a message naming how deep it is (launch.extravars.MAX_DEPTH).
 
 kopf's API module is private, so `install` checks that it still looks the way
 this code expects; if not, it logs an error and leaves kopf as it is (the
@@ -45,7 +45,7 @@ from kopf._cogs.clients import api as kopf_api
 
 from ansible_operator.kube import deepjson
 
-log = logging.getLogger("ansible_operator.kopfguard")
+log = logging.getLogger("ansible_operator.deepobjects")
 
 __all__ = ["EmptyDiffBase", "install", "kopf_decoding_guarded"]
 

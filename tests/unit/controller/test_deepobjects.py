@@ -1,4 +1,4 @@
-"""controller.kopfguard: kopf delivers custom resources of any depth to our event handler.
+"""controller.deepobjects: kopf delivers custom resources of any depth to our event handler.
 
 These tests run kopf's own code (its API module against a local aiohttp
 server, its event processing with our registered handler), guarded and
@@ -25,7 +25,7 @@ from kopf._core.engines import indexing
 from kopf._core.reactor import inventory, processing
 
 from ansible_operator.config.watches import GVK, Watch
-from ansible_operator.controller import kopfguard
+from ansible_operator.controller import deepobjects
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.watching import PrimaryWatch, register
 from ansible_operator.kube import deepjson
@@ -55,7 +55,7 @@ def thing(depth: int) -> dict[str, Any]:
 def unguarded(monkeypatch: pytest.MonkeyPatch) -> None:
     """kopf's API module as kopf ships it; monkeypatch restores it after the test."""
     monkeypatch.setitem(vars(kopf_api), "json", json)
-    monkeypatch.setattr(kopf_api, "get", kopfguard._ORIGINAL_GET)
+    monkeypatch.setattr(kopf_api, "get", deepobjects._ORIGINAL_GET)
 
 
 async def _through_kopf(obj: dict[str, Any]) -> tuple[Any, Any]:
@@ -112,8 +112,8 @@ def test_kopfs_list_and_watch_decode_any_depth_once_guarded(
     guarded: bool, depth: int, decoded: bool
 ) -> None:
     if guarded:
-        assert kopfguard.install(kopf.OperatorRegistry())
-        assert kopfguard.kopf_decoding_guarded()
+        assert deepobjects.install(kopf.OperatorRegistry())
+        assert deepobjects.kopf_decoding_guarded()
     obj = thing(depth)
     if not decoded:
         with pytest.raises(RecursionError):
@@ -152,9 +152,9 @@ async def _process(storage: kopf.DiffBaseStorage | None, obj: dict[str, Any]) ->
     [
         (None, 50, True),
         (None, 600, False),  # kopf's default diff base deep-copies every object
-        (kopfguard.EmptyDiffBase(), 50, True),
-        (kopfguard.EmptyDiffBase(), 600, True),
-        (kopfguard.EmptyDiffBase(), 1500, True),
+        (deepobjects.EmptyDiffBase(), 50, True),
+        (deepobjects.EmptyDiffBase(), 600, True),
+        (deepobjects.EmptyDiffBase(), 1500, True),
     ],
     ids=["default-50", "default-600", "empty-50", "empty-600", "empty-1500"],
 )
@@ -170,12 +170,12 @@ def test_kopf_hands_deep_objects_to_the_handler_with_the_empty_diff_base(
 
 def test_install_adds_one_startup_handler_per_registry_which_sets_the_empty_diff_base() -> None:
     registry = kopf.OperatorRegistry()
-    kopfguard.install(registry)
-    kopfguard.install(registry)
+    deepobjects.install(registry)
+    deepobjects.install(registry)
     [handler] = registry._activities.get_all_handlers()
     settings = kopf.OperatorSettings()
     cast(Any, handler.fn)(settings=settings)
-    assert isinstance(settings.persistence.diffbase_storage, kopfguard.EmptyDiffBase)
+    assert isinstance(settings.persistence.diffbase_storage, deepobjects.EmptyDiffBase)
     body = kopf.Body(cast(Any, thing(5000)))
     assert settings.persistence.diffbase_storage.build(body=body) == {}
     assert settings.persistence.diffbase_storage.fetch(body=body) is None
@@ -200,7 +200,7 @@ def test_a_kopf_that_changed_is_left_alone_and_reported(
     else:
         monkeypatch.setattr(kopf_api, "get", lambda *args, **kwargs: None)
     before = (vars(kopf_api)["json"], kopf_api.get)
-    with caplog.at_level(logging.ERROR, logger="ansible_operator.kopfguard"):
-        assert kopfguard.install(kopf.OperatorRegistry()) is False
+    with caplog.at_level(logging.ERROR, logger="ansible_operator.deepobjects"):
+        assert deepobjects.install(kopf.OperatorRegistry()) is False
     assert (vars(kopf_api)["json"], kopf_api.get) == before
     assert "not the version this operator was written for" in caplog.text

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from ansible_operator.runner.base import FailedTask, Outcome, RunResult, Stats
-from ansible_operator.runner.events import (
+from ansible_operator.controller import reporting
+from ansible_operator.runner.base import FailedTask, RunOutcome, RunResult, Stats
+from ansible_operator.runner.jobevents import (
     MAX_CANDIDATES_PER_HOST,
     MAX_MESSAGE_CHARS,
     UNKNOWN_FAILURE,
@@ -369,34 +370,41 @@ def test_describe_names_the_task(failure: FailedTask, expected: str) -> None:
     assert failure.describe() == expected
 
 
-SUMMARIES = {
-    "successful": (RunResult(ident="1", outcome=Outcome.SUCCESSFUL), ""),
+FAILURE_MESSAGES = {
     "failed": (
         RunResult(
             ident="1",
-            outcome=Outcome.FAILED,
+            outcome=RunOutcome.FAILED,
             failures=(
                 FailedTask(task="a", action="x", host="h", message="m1"),
                 FailedTask(task="b", action="x", host="h", message="m2"),
             ),
         ),
-        "task [a] failed on h: m1\ntask [b] failed on h: m2",
+        "m1\nm2",
     ),
     "timeout": (
-        RunResult(ident="1", outcome=Outcome.TIMEOUT, timeout=2.5),
-        "Ansible run timed out after 2.5s",
+        RunResult(ident="1", outcome=RunOutcome.TIMEOUT, duration=2.5),
+        "Ansible run timed out after 2s",
     ),
-    "canceled": (RunResult(ident="1", outcome=Outcome.CANCELED), "Ansible run canceled"),
     "error": (
-        RunResult(ident="1", outcome=Outcome.ERROR, stdout_tail="ERROR! role not found\n"),
-        "did not receive playbook_on_stats event: ERROR! role not found",
+        RunResult(ident="1", outcome=RunOutcome.ERROR, stdout_tail="x\nERROR! role not found\n"),
+        "Ansible run did not complete: ERROR! role not found",
+    ),
+    "error-no-output": (
+        RunResult(ident="1", outcome=RunOutcome.ERROR, rc=127),
+        "Ansible run did not complete: ansible-runner exited with code 127",
     ),
 }
 
 
-@pytest.mark.parametrize(("result", "expected"), SUMMARIES.values(), ids=SUMMARIES.keys())
-def test_result_summary(result: RunResult, expected: str) -> None:
-    assert result.summary() == expected
+@pytest.mark.parametrize(
+    ("result", "expected"), FAILURE_MESSAGES.values(), ids=FAILURE_MESSAGES.keys()
+)
+def test_the_failure_condition_explains_a_run_that_did_not_succeed(
+    result: RunResult, expected: str
+) -> None:
+    """What the controller writes (controller/reporting.py) for each way a run fails."""
+    assert reporting.failure_message(result) == expected
 
 
 # --- timestamps ------------------------------------------------------------------------

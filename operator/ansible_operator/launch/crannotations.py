@@ -4,7 +4,7 @@ Called by the reconciler at the start of every reconcile. All values are strings
 `ansible.sdk.operatorframework.io/reconcile-period` (a Go duration; a bad value
 is an error the user sees in status), `.../verbosity` and
 `.../max-runner-artifacts` (integers; a bad value is logged and ignored).
-Ours (docs/plan.md), read by the reconciler and by controller.drift:
+Ours (docs/plan.md), read by the reconciler and by controller.driftchecks:
 `.../drift-check-period` (a Go duration) and `.../observe-only` (a Go bool);
 a bad value is reported like a bad reconcile period: the role does not run
 for that CR (observe-only might have been meant) and no drift check runs.

@@ -2,12 +2,12 @@
 
 Where this sits: runner/ansible.py calls `prepare()` before every run and
 `finish_run()` after it; the controller calls `remove_cr_dir()` once a custom
-resource is gone (the Go operator never does, AOP issue #47), and
-`sweep_scratch_dirs()` at start-up, before the first run (runner/lifeline.py). Layout, kept
-compatible with the Go operator so existing debugging habits still work:
+resource is gone (the Go operator never does, AOP issue #47). The run's scratch
+directory is runner/scratch.py's. Layout, kept compatible with the Go operator so
+existing debugging habits still work:
 
     <root>/<group>/<version>/<Kind>/<namespace>/<name>/     (empty segments dropped)
-        env/extravars      the run's extra vars, compact sorted JSON   (rewritten every run)
+        env/extravars      the run's extra vars, as Go's json.Marshal writes them (every run)
         env/envvars        K8S_AUTH_KUBECONFIG and KUBECONFIG: the kubeconfig PATH only
         env/settings       ansible-runner settings (pexpect poll interval ...)
         env/cmdline        the `--ansible-args` text; absent when there is none
@@ -15,8 +15,7 @@ compatible with the Go operator so existing debugging habits still work:
         artifacts/<ident>/ written by ansible-runner; the newest `max_artifacts` are kept;
                            in its `command` file we redact the environment's values
         artifacts/latest   symlink to the newest run's directory
-        tmp-<ident>/       the run's TMPDIR (through a short symlink in the operator's
-                           temp dir), removed when the run ends
+        tmp-<ident>/       the run's scratch directory, its TMPDIR (runner/scratch.py)
     <root>/.discovery/     kubernetes.core's API discovery cache, shared by all runs
 
 Every file is rewritten on every run because ansible-runner itself only writes its
@@ -27,20 +26,18 @@ Directories are 0700 and files 0600: extra vars can carry a watched Secret's dat
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
-import re
 import shlex
 import shutil
 import tempfile
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ansible_operator.errors import RunSetupError
+from ansible_operator.runner import extravarsfile, scratch
 from ansible_operator.runner.base import RunRequest
 
 __all__ = [
@@ -55,7 +52,6 @@ __all__ = [
     "refresh_latest",
     "remove_cr_dir",
     "rotate_artifacts",
-    "scratch_dir",
     "write_private",
 ]
 
@@ -135,22 +131,9 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _plain(value: object) -> object:
-    # json only knows dict; read-only views (MappingProxyType ...) are mappings too.
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 def _write_extravars(env_dir: Path, extravars: Mapping[str, Any]) -> None:
     try:
-        text = json.dumps(
-            dict(extravars),
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            default=_plain,
-        )
+        text = extravarsfile.render(extravars)  # what the Go operator writes, byte for byte
     except (TypeError, ValueError) as error:
         raise RunSetupError(f"extra vars are not JSON-serialisable: {error}") from error
     write_private(env_dir / "extravars", text)
@@ -302,76 +285,6 @@ def refresh_latest(artifacts: Path, ident: str) -> None:
     os.replace(temporary, link)
 
 
-# kubernetes.core keeps its API discovery cache in $TMPDIR under this name. A
-# per-run TMPDIR would lose it and re-discover on every run, so it is carried
-# between the runs through one shared directory (a group name, being a DNS
-# name, never starts with a dot).
-DISCOVERY_CACHES = "k8srcp-*.json"
-DISCOVERY_DIR = ".discovery"
-
-
-def scratch_dir(data_dir: Path, ident: str, *, root: Path) -> Path:
-    """A private directory for the run's TMPDIR, seeded with the shared API
-    discovery cache; `finish_run` removes it.
-
-    Modules unpack themselves into `$TMPDIR/ansible_<module>_payload_*` and remove
-    that on exit, which a killed run (timeout, cancel) never does: with a
-    per-run TMPDIR nothing of it outlives the run. Until `finish_run` this process
-    holds a lock on it: a sweep (`sweep_scratch_dirs`) leaves it alone, and after a
-    kill the kernel releases the lock with the process.
-    """
-    path = data_dir / f"tmp-{ident}"
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(mode=_DIR_MODE)
-    _hold(path)
-    for cache in (root / DISCOVERY_DIR).glob(DISCOVERY_CACHES):
-        with contextlib.suppress(OSError):  # only a cache: the run re-discovers
-            shutil.copy2(cache, path / cache.name)  # its mtime tells if a run changed it
-    try:
-        return _short_alias(path, ident)
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        _release(path)
-        raise
-
-
-# A run's short name for its scratch directory: <base>/ao-run-<ident>-*/t, in the
-# operator's temp dir, or in /tmp when that is too long for a socket path under it.
-_ALIAS_PREFIX = "ao-run-"
-_ALIAS_LINK = "t"
-_ALIAS_BASE_MAX = 32  # + 38 for the alias + 32 for ansible's pymp-*/listener-*: < 108
-
-
-def _alias_bases() -> list[Path]:
-    bases = [Path(tempfile.gettempdir()), Path("/tmp")]  # noqa: S108 - a short fallback
-    return list(dict.fromkeys(bases))
-
-
-def _short_alias(path: Path, ident: str) -> Path:
-    """A short path to `path`, for TMPDIR. ansible-core 2.21's ansible-playbook listens
-    on a Unix socket under $TMPDIR (`pymp-*/listener-*`, 32 more bytes) and a socket
-    path has at most 107 bytes: under the per-resource directory that fails the run
-    ("Local RPC server did not start"). A private directory in the operator's own
-    temp dir holds a symlink to `path`; `finish_run` removes it."""
-    fits = [b for b in _alias_bases() if len(str(b)) <= _ALIAS_BASE_MAX and os.access(b, os.W_OK)]
-    base = (fits or _alias_bases())[0]
-    holder = Path(tempfile.mkdtemp(prefix=f"{_ALIAS_PREFIX}{ident}-", dir=base))
-    alias = holder / _ALIAS_LINK
-    alias.symlink_to(path, target_is_directory=True)
-    return alias
-
-
-def _keep_discovery_caches(scratch: Path, root: Path) -> None:
-    shared = root / DISCOVERY_DIR
-    for cache in scratch.glob(DISCOVERY_CACHES):
-        target = shared / cache.name
-        with contextlib.suppress(OSError):
-            if target.exists() and target.stat().st_mtime >= cache.stat().st_mtime:
-                continue  # unchanged by this run, or a newer one is there already
-            shared.mkdir(mode=_DIR_MODE, exist_ok=True)
-            os.replace(cache, target)  # atomic: concurrent runs read whole files
-
-
 def finish_run(
     data_dir: Path,
     *,
@@ -381,18 +294,9 @@ def finish_run(
     completed: bool,
     alias: Path | None = None,
 ) -> None:
-    """After a run, whatever its outcome: keep the discovery cache of a run that
-    was not killed (a killed one may have left it half written), drop the run's
-    scratch directory and `alias` (what scratch_dir returned), rotate artifacts
-    and refresh `latest`."""
-    scratch = data_dir / f"tmp-{ident}"
-    if completed:
-        _keep_discovery_caches(scratch, root)
-    shutil.rmtree(scratch, ignore_errors=True)
-    _release(scratch)
-    if alias is not None and alias.is_symlink() and alias.name == _ALIAS_LINK:
-        # Its private holder directory: the symlink goes, not what it pointed to.
-        shutil.rmtree(alias.parent, ignore_errors=True)
+    """After a run, whatever its outcome: drop its scratch directory (runner/scratch.py),
+    rotate artifacts and refresh `latest`."""
+    scratch.drop(data_dir, ident, root=root, completed=completed, alias=alias)
     artifacts = data_dir / "artifacts"
     rotate_artifacts(artifacts, keep=max_artifacts, current=ident)
     if (artifacts / ident).is_dir():
@@ -421,7 +325,7 @@ def remove_cr_dir(
     target = cr_dir(
         root=root, group=group, version=version, kind=kind, namespace=namespace, name=name
     )
-    if unless_running and any(_held_elsewhere(t) for t in target.glob("tmp-*")):
+    if unless_running and any(scratch.held_by_a_run(t) for t in target.glob("tmp-*")):
         return False
     existed = target.is_dir()
     shutil.rmtree(target, ignore_errors=True)
@@ -433,87 +337,3 @@ def remove_cr_dir(
             break
         parent = parent.parent
     return existed
-
-
-_SCRATCH = re.compile(r"tmp-\d+")
-# Per-CR subdirectories that never hold a run's scratch directory: not walked.
-_NOT_WALKED = frozenset({"artifacts", "env", "inventory", "project", DISCOVERY_DIR})
-
-
-def sweep_scratch_dirs(root: Path) -> int:
-    """Remove the `tmp-<ident>` directories of runs that never finished.
-
-    A run's scratch directory goes when the run ends; an operator killed
-    mid-run (SIGKILL, OOM, node loss) leaves it, with module payloads and
-    Ansible's temp dirs. Called at start-up, before any run of this process,
-    and by the lifeline's watchdog once the operator is gone
-    (runner/lifeline.py). A directory locked by a live run (`scratch_dir`; an
-    operator sharing the root) is left alone. Only directories beside an
-    `env/` (a CR's private data dir) are touched. Returns how many were
-    removed.
-    """
-    removed = 0
-    for top, dirs, _ in os.walk(root):
-        here = Path(top)
-        keep = []
-        for name in dirs:
-            if _SCRATCH.fullmatch(name) and (here / "env").is_dir():
-                if _held_elsewhere(here / name):
-                    continue  # a live run's, of an operator sharing this root
-                shutil.rmtree(here / name, ignore_errors=True)
-                removed += not (here / name).exists()
-            elif name not in _NOT_WALKED:
-                keep.append(name)
-        dirs[:] = keep
-    _sweep_aliases()
-    return removed
-
-
-# Scratch dir -> the open descriptor holding its lock while its run lasts.
-_held: dict[Path, int] = {}
-_held_lock = threading.Lock()
-
-
-def _hold(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)  # close-on-exec: no run inherits it
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new directory: never contended
-    with _held_lock:
-        previous = _held.pop(path, None)
-        _held[path] = fd
-    if previous is not None:
-        os.close(previous)
-
-
-def _release(path: Path) -> None:
-    with _held_lock:
-        fd = _held.pop(path, None)
-    if fd is not None:
-        os.close(fd)
-
-
-def _held_elsewhere(path: Path) -> bool:
-    """Does a live run hold `path`'s lock (flock: per open file, so also ours)?"""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
-
-
-def _sweep_aliases() -> None:
-    """Remove our `_short_alias` holders whose run is gone (the link's target no longer
-    exists), of any runner root: a killed operator's successor may use another one. A
-    live run's link always has its target: scratch_dir makes it first."""
-    for holder in (h for base in _alias_bases() for h in base.glob(f"{_ALIAS_PREFIX}*")):
-        link = holder / _ALIAS_LINK
-        with contextlib.suppress(OSError):
-            if holder.lstat().st_uid == os.getuid() and link.is_symlink() and not link.exists():
-                shutil.rmtree(holder)

@@ -14,13 +14,14 @@ import pytest
 
 from ansible_operator.clocks import FakeClock
 from ansible_operator.config.watches import GVK, Watch
-from ansible_operator.controller.drift import DriftChecker, DriftScheduler, Findings
-from ansible_operator.controller.queue import Key, Priority, WorkQueue
-from ansible_operator.controller.watching import PrimaryWatch, controller_name
-from ansible_operator.controller.workers import Outcome
+from ansible_operator.controller.contract import Key, Outcome
+from ansible_operator.controller.driftchecks import DriftChecker, DriftScheduler
+from ansible_operator.controller.queue import Priority, WorkQueue
+from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.plan.engine import Findings
 from ansible_operator.runner.fake import FakeRunner
 from tests.unit.controller.test_queue import Recorder
 from tests.unit.controller.test_reconcile_path import FINALIZER, NAME, NS, WIDGETS, World
@@ -29,7 +30,7 @@ from tests.unit.controller.test_workers import wait_until
 
 PREFIX = "ansible.sdk.operatorframework.io/"
 WATCH = Watch(gvk=GVK(WIDGETS.group, WIDGETS.version, WIDGETS.kind), drift_check_period=5.0)
-KEY = Key(queue=controller_name(WATCH), namespace=NS, name=NAME)
+KEY = Key(controller=WATCH.controller_name, namespace=NS, name=NAME)
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
 DRIFTED = Findings(drifted=("Deployment ns/w",))
 IN_SYNC = Findings(drifted=())
@@ -141,7 +142,7 @@ def scheduled(kube: FakeKube) -> Iterator[tuple[WorkQueue, Planner, DriftSchedul
     planner = Planner(IN_SYNC, IN_SYNC, IN_SYNC)
     check = checker(kube, planner, FakeEvents(), Gauge())
     scheduler = DriftScheduler(
-        queue=queue, checkers={KEY.queue: check}, clock=clock, jitter=lambda: 1.0
+        queue=queue, checkers={KEY.controller: check}, clock=clock, jitter=lambda: 1.0
     )
     scheduler.start()
     yield queue, planner, scheduler, clock
@@ -158,7 +159,7 @@ def test_no_drift_check_while_a_reconcile_of_the_cr_runs(
     kube: FakeKube, scheduled: tuple[WorkQueue, Planner, DriftScheduler, FakeClock]
 ) -> None:
     queue, planner, scheduler, clock = scheduled
-    scheduler.observe(KEY.queue, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    scheduler.observe(KEY.controller, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
     assert scheduler.due(KEY) == clock() + 5.0
     queue.add(KEY)
     assert queue.get(timeout=0) == KEY  # a reconcile holds the key
@@ -177,7 +178,7 @@ def test_a_reconcile_asked_for_during_a_check_waits_for_it(
 ) -> None:
     queue, planner, scheduler, clock = scheduled
     planner.release.clear()
-    scheduler.observe(KEY.queue, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    scheduler.observe(KEY.controller, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
     clock.advance(5.0)
     _wake(scheduler)
     assert planner.started.wait(5)
@@ -191,7 +192,7 @@ def test_a_reconcile_asked_for_during_a_check_waits_for_it(
 def test_claims_respect_the_limits_and_keep_delayed_adds() -> None:
     clock = FakeClock()
     queue = WorkQueue(total_limit=1, backoff_base=1.0, backoff_max=10.0, clock=clock)
-    other = Key(KEY.queue, NS, "other")
+    other = Key(KEY.controller, NS, "other")
     queue.add_after(KEY, 10.0)
     assert queue.claim(KEY)
     assert not queue.claim(other)  # the total limit is reached
@@ -210,7 +211,7 @@ def test_an_observe_only_cr_is_never_run_nor_counted(world: World) -> None:
     reconciler = world.reconciler(runner, finalizer=True)
     world.create()
     world.kube.edit(WIDGETS, namespace=NS, name=NAME, change=_annotate({"observe-only": "true"}))
-    outcome = reconciler.reconcile(Key(controller_name(reconciler.watch), NS, NAME))
+    outcome = reconciler.reconcile(Key(reconciler.watch.controller_name, NS, NAME))
     assert (outcome.requeue_after, outcome.error, outcome.forget) == (None, None, False)
     assert runner.requests == []
     assert world.hooks.count() == 0
@@ -234,7 +235,7 @@ def test_a_deleting_observe_only_cr_loses_the_finalizer_unrun(world: World) -> N
     stored = world.stored()
     assert stored is not None
     assert stored["metadata"]["deletionTimestamp"]
-    reconciler.reconcile(Key(controller_name(reconciler.watch), NS, NAME))
+    reconciler.reconcile(Key(reconciler.watch.controller_name, NS, NAME))
     assert runner.requests == []
     stored = world.stored()
     assert stored is None or not stored["metadata"].get("finalizers")
@@ -245,7 +246,7 @@ def test_a_bad_observe_only_annotation_runs_nothing_and_is_reported(world: World
     reconciler = world.reconciler(runner)
     world.create()
     world.kube.edit(WIDGETS, namespace=NS, name=NAME, change=_annotate({"observe-only": "yes"}))
-    outcome = reconciler.reconcile(Key(controller_name(reconciler.watch), NS, NAME))
+    outcome = reconciler.reconcile(Key(reconciler.watch.controller_name, NS, NAME))
     assert outcome.error is not None
     assert runner.requests == []
     assert world.condition("Failure")[1] == "True"
@@ -311,17 +312,17 @@ def test_a_cr_deleted_during_its_check_leaves_the_gauge(
     kube: FakeKube, scheduled: tuple[WorkQueue, Planner, DriftScheduler, FakeClock]
 ) -> None:
     queue, planner, scheduler, clock = scheduled
-    gauge = scheduler._checkers[KEY.queue].gauge
+    gauge = scheduler._checkers[KEY.controller].gauge
     assert isinstance(gauge, Gauge)
     planner.answers[:] = [DRIFTED]
     planner.release.clear()
     body = kube.stored(WIDGETS, namespace=NS, name=NAME) or {}
-    scheduler.observe(KEY.queue, "ADDED", body)
+    scheduler.observe(KEY.controller, "ADDED", body)
     clock.advance(5.0)
     _wake(scheduler)
     assert planner.started.wait(5)
     kube.delete(WIDGETS, namespace=NS, name=NAME)
-    scheduler.observe(KEY.queue, "DELETED", body)
+    scheduler.observe(KEY.controller, "DELETED", body)
     planner.release.set()
     wait_until(lambda: not queue.in_flight())  # the check ended
     wait_until(lambda: KEY not in scheduler._running)
@@ -332,16 +333,18 @@ def test_a_cr_whose_checks_are_switched_off_leaves_the_gauge(
     kube: FakeKube, scheduled: tuple[WorkQueue, Planner, DriftScheduler, FakeClock]
 ) -> None:
     _, planner, scheduler, clock = scheduled
-    gauge = scheduler._checkers[KEY.queue].gauge
+    gauge = scheduler._checkers[KEY.controller].gauge
     assert isinstance(gauge, Gauge)
     planner.answers[:] = [DRIFTED]
-    scheduler.observe(KEY.queue, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    scheduler.observe(KEY.controller, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
     clock.advance(5.0)
     _wake(scheduler)
     wait_until(lambda: gauge.values == [1])
     wait_until(lambda: KEY not in scheduler._running)
     kube.edit(WIDGETS, namespace=NS, name=NAME, change=_annotate({"drift-check-period": "0"}))
-    scheduler.observe(KEY.queue, "MODIFIED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    scheduler.observe(
+        KEY.controller, "MODIFIED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {}
+    )
     assert scheduler.due(KEY) is None
     assert gauge.values[-1] == 0
 
@@ -393,10 +396,14 @@ def test_stopping_cancels_a_running_check_which_writes_nothing(kube: FakeKube) -
         cancel=cancel,
     )
     scheduler = DriftScheduler(
-        queue=queue, checkers={KEY.queue: check}, clock=clock, jitter=lambda: 1.0, cancel=cancel
+        queue=queue,
+        checkers={KEY.controller: check},
+        clock=clock,
+        jitter=lambda: 1.0,
+        cancel=cancel,
     )
     scheduler.start()
-    scheduler.observe(KEY.queue, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
+    scheduler.observe(KEY.controller, "ADDED", kube.stored(WIDGETS, namespace=NS, name=NAME) or {})
     clock.advance(5.0)
     _wake(scheduler)
     assert started.wait(5)
@@ -434,11 +441,11 @@ def test_a_failed_status_write_is_logged_by_name_not_with_the_crs_metadata(
 def test_claims_are_not_counted_as_active_reconcile_workers() -> None:
     seen = Recorder()
     queue = WorkQueue(total_limit=3, backoff_base=1.0, backoff_max=10.0, observer=seen)
-    other = Key(KEY.queue, NS, "other")
+    other = Key(KEY.controller, NS, "other")
     assert queue.claim(KEY)  # a drift check
     queue.add(other)
     assert queue.get(timeout=0) == other  # a reconcile beside it
     queue.done(other)
     queue.release(KEY)
     # Else the gauge stays at 1 with nothing running once the check has ended.
-    assert seen.of("active") == [(KEY.queue, 1), (KEY.queue, 0)]
+    assert seen.of("active") == [(KEY.controller, 1), (KEY.controller, 0)]
