@@ -22,7 +22,13 @@ Layers, top to bottom (a module imports only from layers below it):
     kube           the Kubernetes API client and its helpers
     observability  logging, metrics, health probes, Kubernetes Events
     config         watches.yaml, flags, environment; every default lives in config.defaults
-    errors         the exception hierarchy
+    errors | clocks
+                   the exception hierarchy; the monotonic and wall clocks every timed
+                   decision reads, and the FakeClock tests move by hand
+
+Third-party frameworks stay behind the modules that wrap them: `kubernetes` is
+imported only in kube, `ansible_runner` only in runner.ansible. `make lint`
+checks both, and the layers, with import-linter (pyproject.toml).
 """
 
 __version__ = "0.1.0"

@@ -8,11 +8,13 @@ Where it sits in the flow::
         -> WorkQueue.add(Key(<primary's controller>, ns, name), Priority.CHANGE)
 
 The manager creates one DependentWatches and passes `touched` to the API
-proxy as its `on_touch`; `stop()` at shutdown. Like the Go operator, a
-kind is watched only once a role has written an object of it through
-the proxy, honouring the owner watch's `watchDependentResources`, `blacklist`
-and `watchClusterScopedResources`; so kinds no role touched (Secrets, unless a
-role wrote Secrets) are never listed or watched.
+proxy as its `on_touch`; `stop()` at shutdown. Lists and watches go through
+the `KubeApi` seam (`list_page`, `watch`), so tests run them on
+kube.fake.FakeKube. Like the Go operator, a kind is watched only once a role
+has written an object of it through the proxy, honouring the owner watch's
+`watchDependentResources`, `blacklist` and `watchClusterScopedResources`; so
+kinds no role touched (Secrets, unless a role wrote Secrets) are never listed
+or watched.
 
 Predicate (the Go operator's DependentPredicate): ADDED, including the
 initial list, triggers nothing; DELETED enqueues the owners; MODIFIED enqueues
@@ -41,14 +43,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import urllib3
-
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.contract import Key
 from ansible_operator.controller.queue import Priority, WorkQueue
-from ansible_operator.errors import ApiError, KubeUnavailable, OperatorError
+from ansible_operator.errors import ApiError, OperatorError
 from ansible_operator.kube import deepjson
-from ansible_operator.kube.client import Kube, ResourceInfo
+from ansible_operator.kube.client import KubeApi, ResourceInfo, WatchEvent, WatchStream, is_gone
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import OwnerLink, PrimaryIndex, Touch, owner_links
 
@@ -56,7 +56,7 @@ log = logging.getLogger("ansible_operator.dependents")
 
 _IGNORED_METADATA = ("resourceVersion", "managedFields", "generation")
 _WATCH_SECONDS = 300  # server-side timeout of one watch request; then resume
-_PAGE = "500"
+_PAGE = 500
 _MAX_BACKOFF = 60.0
 
 
@@ -119,7 +119,7 @@ class _KindWatch:
     def __init__(
         self,
         *,
-        kube: Kube,
+        kube: KubeApi,
         queue: WorkQueue,
         resource: ResourceInfo,
         index: PrimaryIndex,
@@ -135,7 +135,7 @@ class _KindWatch:
         self._stop = threading.Event()
         self._ready = {ns: threading.Event() for ns in self.streams}
         self._threads: list[threading.Thread] = []
-        self._responses: set[urllib3.BaseHTTPResponse] = set()
+        self._streams: set[WatchStream] = set()
 
     def register(self, owner: Owner, touch: Touch) -> None:
         with self._lock:
@@ -154,9 +154,9 @@ class _KindWatch:
     def stop(self) -> None:
         with self._lock:
             self._stop.set()
-            responses = list(self._responses)
-        for response in responses:
-            response.shutdown()  # unblocks a thread waiting for the next event
+            streams = list(self._streams)
+        for stream in streams:
+            stream.stop()  # unblocks a thread waiting for the next event
 
     def join(self, timeout: float) -> None:
         for thread in self._threads:
@@ -194,7 +194,7 @@ class _KindWatch:
                 delay = 1.0
             except _Gone:
                 version = ""
-            except (OperatorError, urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            except OperatorError as err:  # KubeApi's errors, a dropped stream included
                 if self._stop.is_set():
                     break
                 log.warning(
@@ -209,87 +209,64 @@ class _KindWatch:
 
     def _list(self, namespace: str, store: _Store, *, initial: bool) -> str:
         """List in pages; compare with `store` (after a 410: missed changes and deletes)."""
-        path = self.resource.path(namespace=namespace)
         seen: set[str] = set()
-        cont = ""
+        token = ""
         while True:
-            query = [("limit", _PAGE)] + ([("continue", cont)] if cont else [])
             try:
-                page = self.kube.request("GET", path, query=query)
+                page = self.kube.list_page(
+                    self.resource, namespace=namespace, limit=_PAGE, continue_token=token
+                )
             except ApiError as err:
-                if err.status == 410:
+                if is_gone(err):
                     raise _Gone from err  # the continue token expired: start over
                 raise
-            for obj in page.get("items") or ():
+            for obj in page.items:
                 seen.add(self._apply("ADDED" if initial else "SYNC", obj, store))
-            meta = page.get("metadata") or {}
-            cont = str(meta.get("continue") or "")
-            if not cont:
+            token = page.continue_token
+            if not token:
                 break
         for uid in set(store) - seen:
             # Deleted while we were not watching.
             self._enqueue(store.pop(uid)[1], "deleted", uid)
-        return str(meta.get("resourceVersion") or "")
+        return page.resource_version
 
     def _watch(self, namespace: str, version: str, store: _Store) -> str:
-        api = self.kube.api_client
-        query = [
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("resourceVersion", version),
-            ("timeoutSeconds", str(_WATCH_SECONDS)),
-        ]
-        request = api.param_serialize(
-            "GET",
-            self.resource.path(namespace=namespace),
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response: urllib3.BaseHTTPResponse = api.call_api(
-            *request, _request_timeout=(10, _WATCH_SECONDS + 30)
-        ).response
+        try:
+            stream = self.kube.watch(
+                self.resource,
+                namespace=namespace,
+                resource_version=version,
+                timeout_seconds=_WATCH_SECONDS,
+            )
+        except ApiError as err:
+            if is_gone(err):
+                raise _Gone from err
+            raise
         with self._lock:
             # Checked under the lock stop() takes: either stop() sees this
-            # response and shuts it down, or we see the flag here.
-            self._responses.add(response)
+            # stream and stops it, or we see the flag here.
+            self._streams.add(stream)
             stopping = self._stop.is_set()
-        complete = False
         try:
             if stopping:
                 return version
-            if response.status == 410:
-                raise _Gone
-            if response.status != 200:
-                body = response.read()[:300].decode(errors="replace")
-                raise KubeUnavailable(
-                    f"watch {self.resource.plural}: HTTP {response.status} {body}"
-                )
-            buffer = b""
-            for chunk in response.stream(64 * 1024):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        version = self._event(deepjson.loads(line), store) or version
-            complete = True
+            for event in stream:
+                version = self._event(event, store) or version
             return version
+        except ApiError as err:
+            if is_gone(err):
+                raise _Gone from err
+            raise
         finally:
             with self._lock:
-                self._responses.discard(response)
-            # A stream left half-read must not go back into the shared pool.
-            response.release_conn() if complete else response.close()
+                self._streams.discard(stream)
+            stream.close()
 
-    def _event(self, event: Mapping[str, Any], store: _Store) -> str:
-        kind = str(event.get("type") or "")
-        obj = event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise _Gone
-            raise KubeUnavailable(f"watch {self.resource.plural}: {obj.get('message')}")
-        if kind != "BOOKMARK":
-            self._apply(kind, obj, store)
-        return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    def _event(self, event: WatchEvent, store: _Store) -> str:
+        """Apply one watch event; the resourceVersion to resume from after it."""
+        if event.type != "BOOKMARK":
+            self._apply(event.type, event.object, store)
+        return event.resource_version
 
     def _apply(self, kind: str, obj: Mapping[str, Any], store: _Store) -> str:
         """Update `store` with one object; enqueue its owners if the predicate says so."""
@@ -319,7 +296,7 @@ class DependentWatches:
     def __init__(
         self,
         *,
-        kube: Kube,
+        kube: KubeApi,
         queue: WorkQueue,
         namespaces: tuple[str, ...],
         primaries: Mapping[str, Watch],

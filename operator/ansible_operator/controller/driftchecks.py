@@ -40,7 +40,7 @@ from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reporting import EventSink
 from ansible_operator.errors import BadAnnotation, OperatorError
 from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
-from ansible_operator.observability.events import ObjectRef
+from ansible_operator.observability.eventrecorder import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.plan.engine import Findings
 from ansible_operator.status import driftcondition as status_drift

@@ -1,7 +1,14 @@
 """Lease-based leader election, so only one replica reconciles.
 
 Called by controller.manager before any reconcile starts (when `--leader-elect`
-is set). The protocol is client-go's: one coordination.k8s.io/v1 Lease named by
+is set): `acquire` blocks until this replica leads, a daemon thread then
+renews (`renew`, one round per retry period), and `release` at shutdown.
+controller.sharding (membership, grouplease) builds on the same Lease record
+semantics: `ObservedLease`, `lease_object`, `now_micro`. API calls go through
+the `KubeApi` seam and readings of time through an injected `clocks.Clock`,
+so tests run it on kube.fake.FakeKube and a FakeClock.
+
+The protocol is client-go's: one coordination.k8s.io/v1 Lease named by
 `--leader-election-id`; the holder renews it every `retry_period`; a candidate
 takes it over only after it has seen the same record unchanged for a whole
 `lease_duration` (judged on the local monotonic clock, so clock skew between
@@ -13,18 +20,17 @@ once instead of waiting for it to expire.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_operator.clocks import SYSTEM, Clock
 from ansible_operator.errors import Conflict, NotFound, OperatorError
-from ansible_operator.kube.client import Kube, ResourceInfo
+from ansible_operator.kube.client import KubeApi, ResourceInfo
 
 log = logging.getLogger("ansible_operator.leader")
 
@@ -42,10 +48,9 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
-def now_micro() -> str:
+def now_micro(clock: Clock = SYSTEM) -> str:
     """A Lease's MicroTime, as client-go writes acquireTime and renewTime."""
-    now = datetime.datetime.now(datetime.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return clock.wall().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def lease_object(
@@ -98,18 +103,25 @@ class ElectionConfig:
 
 
 class LeaderElector:
-    def __init__(self, kube: Kube, config: ElectionConfig, *, on_lost: Callable[[], None]) -> None:
+    """One replica's side of the election; see the module docstring."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        config: ElectionConfig,
+        *,
+        on_lost: Callable[[], None],
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.kube = kube
         self.config = config
         self.on_lost = on_lost
+        self.clock = clock
         self._seen = ObservedLease()
         self._leader = threading.Event()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
-
-    @property
-    def is_leader(self) -> bool:
-        return self._leader.is_set()
+        self._last_renewal = 0.0  # clock.monotonic() of the last round that held the Lease
 
     # -- one attempt -------------------------------------------------------------
 
@@ -117,7 +129,7 @@ class LeaderElector:
         spec: dict[str, Any] = {
             "holderIdentity": self.config.identity,
             "leaseDurationSeconds": max(1, round(self.config.lease_duration)),
-            "renewTime": now_micro(),
+            "renewTime": now_micro(self.clock),
             "leaseTransitions": transitions,
         }
         spec["acquireTime"] = acquire or spec["renewTime"]
@@ -135,9 +147,10 @@ class LeaderElector:
                 self.kube.create(LEASES, namespace=cfg.namespace, body=body)
             except Conflict:
                 return False
+            self._last_renewal = self.clock.monotonic()
             return True
         spec = lease.get("spec") or {}
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self._seen.observe(spec, now)
         holder = self._seen.holder
         ours = holder == cfg.identity
@@ -147,12 +160,11 @@ class LeaderElector:
         acquire = spec.get("acquireTime") if ours else None
         lease["spec"] = self._spec(transitions=transitions, acquire=acquire)
         try:
-            updated = self.kube.request(
-                "PUT", LEASES.path(namespace=cfg.namespace, name=cfg.name), body=lease
-            )
+            updated = self.kube.replace(LEASES, lease)
         except Conflict:
             return False
-        self._seen.observe(updated.get("spec") or {}, time.monotonic())
+        self._last_renewal = self.clock.monotonic()
+        self._seen.observe(updated.get("spec") or {}, self._last_renewal)
         return True
 
     # -- life cycle --------------------------------------------------------------
@@ -181,21 +193,27 @@ class LeaderElector:
         self._renewer.start()
 
     def _renew_loop(self) -> None:
-        last_renewal = time.monotonic()
         while not self._stop.wait(self.config.retry_period):
-            try:
-                if self.try_acquire_or_renew():
-                    last_renewal = time.monotonic()
-                    continue
-            except OperatorError as err:  # ApiError included
-                log.warning("renewing the leader lease failed: %s", err)
-            if time.monotonic() - last_renewal > self.config.renew_deadline:
-                self._leader.clear()
-                log.error(
-                    "leader lease lost: could not renew within %ss", self.config.renew_deadline
-                )
-                self.on_lost()
+            if not self.renew():
                 return
+
+    def renew(self) -> bool:
+        """One round of the renewing thread; False once the Lease is lost.
+
+        A failed round is not yet a loss: only when no round has succeeded for
+        `renew_deadline` does this replica stop leading and call `on_lost`.
+        """
+        try:
+            if self.try_acquire_or_renew():
+                return True
+        except OperatorError as err:  # ApiError included
+            log.warning("renewing the leader lease failed: %s", err)
+        if self.clock.monotonic() - self._last_renewal > self.config.renew_deadline:
+            self._leader.clear()
+            log.error("leader lease lost: could not renew within %ss", self.config.renew_deadline)
+            self.on_lost()
+            return False
+        return True
 
     def release(self) -> None:
         """Stop renewing and hand the Lease back, so a standby need not wait it out."""
@@ -208,10 +226,10 @@ class LeaderElector:
             lease = self.kube.get(LEASES, namespace=cfg.namespace, name=cfg.name)
             if (lease.get("spec") or {}).get("holderIdentity") != cfg.identity:
                 return
-            lease["spec"].update(holderIdentity="", leaseDurationSeconds=1, renewTime=now_micro())
-            self.kube.request(
-                "PUT", LEASES.path(namespace=cfg.namespace, name=cfg.name), body=lease
+            lease["spec"].update(
+                holderIdentity="", leaseDurationSeconds=1, renewTime=now_micro(self.clock)
             )
+            self.kube.replace(LEASES, lease)
             log.info("released leader lease %s/%s", cfg.namespace, cfg.name)
         except OperatorError as err:  # ApiError included
             log.warning("releasing the leader lease failed: %s", err)

@@ -5,8 +5,8 @@ lists: before a run (Running), after it (Successful / Failed / Finalized), and
 when a reconcile stops before or instead of a run (a bad annotation, a run
 that could not be set up). The conditions come from status.transitions and
 are written with controller.statuswrite; Events go to an `EventSink`
-(observability.events.EventRecorder in the operator, kube.fake.FakeEvents in
-tests). The Event reasons are listed in docs/observability.md.
+(observability.eventrecorder.EventRecorder in the operator,
+kube.fake.FakeEvents in tests). The Event reasons are listed in docs/observability.md.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ansible_operator.controller import statuswrite
 from ansible_operator.controller.restartrule import DIGEST_KEY
 from ansible_operator.errors import OperatorError
 from ansible_operator.kube.client import KubeApi, ResourceInfo
-from ansible_operator.observability.events import ObjectRef
+from ansible_operator.observability.eventrecorder import ObjectRef
 from ansible_operator.observability.logging import ObjectLogger
 from ansible_operator.runner.base import RunResult, Stats
 from ansible_operator.status import transitions

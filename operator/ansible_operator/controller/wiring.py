@@ -54,7 +54,7 @@ from ansible_operator.controller.workers import WorkerPool
 from ansible_operator.kube.client import Kube
 from ansible_operator.launch.access import RunAccess
 from ansible_operator.launch.request import RunSettings
-from ansible_operator.observability.events import EventRecorder
+from ansible_operator.observability.eventrecorder import EventRecorder  # seams: renamed module
 from ansible_operator.observability.metrics import OperatorMetrics
 from ansible_operator.plan.engine import drift_findings
 from ansible_operator.proxy import ApiProxy, RunCredentials

@@ -1,20 +1,17 @@
-"""The operator's own Kubernetes API access: JSON requests, discovery, errors with meaning.
+"""The operator's own Kubernetes API client: `Kube`, the real implementation of `KubeApi`.
 
-The controller (reconciler, finalizers, status writes) and observability's
-Event recorder use this from worker threads; kopf has its own asyncio client
-for watching. Requests go through the `kubernetes` package's ApiClient (auth,
-TLS, proxies) but bodies stay plain dicts: custom resources have no generated
-models, and a round-trip through models would drop unknown fields.
+Where it sits: the `run` command (controller.manager) builds one `Kube` on
+the login `load_api_client` finds and hands it to everything that talks to the
+API server; all of them but the API proxy (which also needs
+`resource_for_plural`) depend only on the `KubeApi` seam (kube.kubeapi, whose
+names stay importable from here). The Event recorder posts through it too
+(kube.eventposter); kopf has its own asyncio client for the primary watches.
 
-Errors (errors.py): 404 → NotFound, 409 → Conflict, 5xx / 429 / connection
-failures → KubeUnavailable (retry later), any other 4xx → ApiError (this
-request cannot succeed as it is). Each carries the HTTP status and the API
-server's message. The names stay importable from here.
-
-`KubeApi` is the seam the reconcile path (reconciler, finalizers, status
-writes) depends on; `Kube` is the real implementation and kube.fake.FakeKube
-the in-memory one for tests. The API proxy, leader election and dependent
-watches need raw `request()` and take a `Kube`.
+Requests go through the `kubernetes` package's ApiClient (auth, TLS,
+proxies) but bodies stay plain dicts: custom resources have no generated
+models, and a round-trip through models would drop unknown fields. Answers
+become the errors kube.kubeapi lists (`_error`); watches are streamed by
+kube.watchstream.
 """
 
 from __future__ import annotations
@@ -22,11 +19,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import urllib3
 from kubernetes import client, config
@@ -35,72 +30,38 @@ from kubernetes.client.api_client import RequestSerialized
 
 from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
 from ansible_operator.kube import deepjson, login
+from ansible_operator.kube.kubeapi import (
+    JSON,
+    JSON_PATCH,
+    MERGE_PATCH,
+    KubeApi,
+    ListPage,
+    ResourceInfo,
+    WatchEvent,
+    WatchStream,
+    is_gone,
+)
+from ansible_operator.kube.watchstream import HttpWatchStream
 
-JSON = dict[str, Any]
+__all__ = [
+    "JSON",
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "Kube",
+    "KubeApi",
+    "ListPage",
+    "ResourceInfo",
+    "WatchEvent",
+    "WatchStream",
+    "is_gone",
+    "load_api_client",
+]
 
-MERGE_PATCH = "application/merge-patch+json"
 _LIST_PAGE = 500
-JSON_PATCH = "application/json-patch+json"
-
-
-@dataclass(frozen=True)
-class ResourceInfo:
-    """What discovery says about one kind: enough to build request paths."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool
-    has_status: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, *, namespace: str = "", name: str = "", subresource: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{urllib.parse.quote(namespace)}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{urllib.parse.quote(name)}"
-        if subresource:
-            base += f"/{subresource}"
-        return base
-
-
-class KubeApi(Protocol):
-    """The object operations of the reconcile path; Kube and kube.fake.FakeKube implement it.
-
-    Every method raises NotFound, Conflict, ApiError or errors.KubeUnavailable
-    as the module docstring says.
-    """
-
-    def resource(self, *, group: str, version: str, kind: str) -> ResourceInfo: ...
-
-    def get(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON: ...
-
-    def get_or_none(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON | None: ...
-
-    def replace_status(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON: ...
-
-    def patch(
-        self,
-        res: ResourceInfo,
-        *,
-        namespace: str,
-        name: str,
-        body: Any,
-        content_type: str = MERGE_PATCH,
-        subresource: str = "",
-    ) -> JSON: ...
-
-    def create(self, res: ResourceInfo, *, namespace: str, body: Mapping[str, Any]) -> JSON: ...
-
-    def list_names(self, res: ResourceInfo, *, namespace: str = "") -> set[tuple[str, str]]:
-        """(namespace, name) of every object of a kind, in `namespace` or in all."""
-        ...
+_WATCH_CONNECT_TIMEOUT = 10.0
+# A watch's read timeout: the server ends the request after timeoutSeconds; a
+# read idle for that long plus this margin means the connection is dead.
+_WATCH_READ_MARGIN = 30.0
 
 
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -152,7 +113,10 @@ class Kube(KubeApi):
         query: Sequence[tuple[str, str]] = (),
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> Any:
+        """One request; the decoded answer (None if empty). `timeout` overrides the
+        client's for this request (the Event recorder gives up sooner)."""
         headers = {"Accept": "application/json", "Content-Type": content_type}
         # We encode bodies and decode answers with deepjson, not the kubernetes
         # client: its sanitizing and json recurse per level and fail from about
@@ -166,7 +130,7 @@ class Kube(KubeApi):
             auth_settings=["BearerToken"],
         )
         try:
-            response = self._send(serialized, encoded)
+            response = self._send(serialized, encoded, self.timeout if timeout is None else timeout)
             payload = cast(bytes, response.read())  # type: ignore[no-untyped-call]
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise KubeUnavailable(f"{method} {path}: {err}") from err
@@ -176,9 +140,11 @@ class Kube(KubeApi):
             raise _error(response.status, payload)
         return deepjson.loads(payload) if payload else None
 
-    def _send(self, serialized: RequestSerialized, encoded: bytes | None) -> rest.RESTResponse:
+    def _send(
+        self, serialized: RequestSerialized, encoded: bytes | None, timeout: float
+    ) -> rest.RESTResponse:
         if encoded is None:
-            return self.api_client.call_api(*serialized, _request_timeout=self.timeout)
+            return self.api_client.call_api(*serialized, _request_timeout=timeout)
         # call_api would json.dumps the body again; its pool sends our bytes as they are.
         method, url, headers = serialized[0], serialized[1], serialized[2]
         raw = self.api_client.rest_client.pool_manager.request(
@@ -186,7 +152,7 @@ class Kube(KubeApi):
             url,
             body=encoded,
             headers=headers,
-            timeout=urllib3.Timeout(total=self.timeout),
+            timeout=urllib3.Timeout(total=timeout),
             preload_content=False,
         )
         return rest.RESTResponse(raw)
@@ -267,18 +233,41 @@ class Kube(KubeApi):
         except NotFound:
             return None
 
+    def list_page(
+        self,
+        res: ResourceInfo,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> ListPage:
+        query: list[tuple[str, str]] = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if limit:
+            query.append(("limit", str(limit)))
+        if continue_token:
+            query.append(("continue", continue_token))
+        page = self.request("GET", res.path(namespace=namespace), query=query)
+        meta = page.get("metadata") or {}
+        return ListPage(
+            items=list(page.get("items") or ()),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            continue_token=str(meta.get("continue") or ""),
+        )
+
     def list_names(self, res: ResourceInfo, *, namespace: str = "") -> set[tuple[str, str]]:
         names: set[tuple[str, str]] = set()
-        query: list[tuple[str, str]] = [("limit", str(_LIST_PAGE))]
+        token = ""
         while True:  # pages, so a fleet's objects are never all in memory at once
-            page = self.request("GET", res.path(namespace=namespace), query=query)
-            for item in page.get("items") or ():
+            page = self.list_page(res, namespace=namespace, limit=_LIST_PAGE, continue_token=token)
+            for item in page.items:
                 meta = item.get("metadata") or {}
                 names.add((str(meta.get("namespace") or ""), str(meta.get("name"))))
-            token = (page.get("metadata") or {}).get("continue")
+            token = page.continue_token
             if not token:
                 return names
-            query = [("limit", str(_LIST_PAGE)), ("continue", str(token))]
 
     def replace_status(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON:
         meta = obj["metadata"]
@@ -301,6 +290,60 @@ class Kube(KubeApi):
 
     def create(self, res: ResourceInfo, *, namespace: str, body: Mapping[str, Any]) -> JSON:
         return cast(JSON, self.request("POST", res.path(namespace=namespace), body=dict(body)))
+
+    def replace(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON:
+        meta = obj["metadata"]
+        path = res.path(namespace=meta.get("namespace", ""), name=meta["name"])
+        return cast(JSON, self.request("PUT", path, body=dict(obj)))
+
+    def delete(self, res: ResourceInfo, *, namespace: str, name: str) -> JSON | None:
+        left = self.request("DELETE", res.path(namespace=namespace, name=name))
+        # The answer is the object, or a Status once it is gone (depending on the kind).
+        if not isinstance(left, dict) or left.get("kind") == "Status":
+            return None
+        meta = left.get("metadata") or {}
+        return left if meta.get("deletionTimestamp") and meta.get("finalizers") else None
+
+    def watch(
+        self,
+        res: ResourceInfo,
+        *,
+        resource_version: str,
+        namespace: str = "",
+        label_selector: str = "",
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+    ) -> WatchStream:
+        query = [("watch", "true")]
+        if bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        query += [("resourceVersion", resource_version), ("timeoutSeconds", str(timeout_seconds))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        path = res.path(namespace=namespace)
+        serialized = self.api_client.param_serialize(
+            "GET",
+            path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        timeouts = (_WATCH_CONNECT_TIMEOUT, timeout_seconds + _WATCH_READ_MARGIN)
+        try:
+            response = self.api_client.call_api(*serialized, _request_timeout=timeouts).response
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise KubeUnavailable(f"watch {path}: {err}") from err
+        except client.ApiException as err:  # raised by some transports for non-2xx
+            raise _error(int(err.status or 0), (err.body or "").encode()) from err
+        if response.status != 200:
+            try:
+                payload = response.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                payload = b""
+            finally:
+                response.close()  # never back into the pool half-read
+            raise _error(response.status, payload)
+        return HttpWatchStream(response, what=f"watch {res.plural}")
 
 
 class KindResource:

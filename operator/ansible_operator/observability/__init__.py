@@ -3,25 +3,26 @@
 The `run` command sets it up before anything is watched: `setup_logging` from
 the zap flags, an `OperatorMetrics` served by a `MetricsServer` on
 `--metrics-bind-address`, a `HealthServer` on `--health-probe-bind-address`,
-and an `EventRecorder` on the API client. The controller then reports into
-them: the reconciler logs through `object_logger`, reports reconciles and
-Ansible runs to `OperatorMetrics`, and records Kubernetes Events; the work
-queue reports through `OperatorMetrics` as its `QueueObserver`.
+and an `EventRecorder` that posts through kube (its `EventPoster` Protocol). The
+controller then reports into them: the reconciler logs through `object_logger`,
+reports reconciles and Ansible runs to `OperatorMetrics`, and records
+Kubernetes Events; the work queue reports through `OperatorMetrics` as its
+`QueueObserver`.
 
-    logging   zap-compatible JSON/console lines on stderr, per-object fields
-    metrics   the Go operator's Prometheus metrics (same names) plus run durations
-    health    /healthz and /readyz, and the HTTP plumbing both servers share
-    events    core/v1 Events about CRs: non-blocking, aggregated, rate-limited
-    eventsapi the two Event calls the recorder makes
-    usermetrics     the user metrics API roles call with osdk_metric (port 5050)
-    usermetricsapi  its requests, decoded as the Go operator's encoding/json does
+    logging        zap-compatible JSON/console lines on stderr, per-object fields
+    metrics        the Go operator's Prometheus metrics (same names) plus run durations
+    health         /healthz and /readyz, and the HTTP plumbing both servers share
+    eventrecorder  core/v1 Events about CRs: non-blocking, aggregated, rate-limited
+    usermetrics    the user metrics API roles call with osdk_metric (port 5050)
+    usermetricsapi its requests, decoded as the Go operator's encoding/json does
 
 Nothing here runs on kopf's asyncio loop: servers and the Event poster are
 daemon threads, so a busy loop never delays a probe or a scrape.
 docs/observability.md is the user-facing description.
 """
 
-from ansible_operator.observability.events import (
+from ansible_operator.observability.eventrecorder import (
+    EventPoster,
     EventRecorder,
     EventType,
     ObjectRef,
@@ -44,6 +45,7 @@ from ansible_operator.observability.metrics import (
 
 __all__ = [
     "BindError",
+    "EventPoster",
     "EventRecorder",
     "EventType",
     "HealthServer",

@@ -12,7 +12,10 @@ reports each write (`Touch`) so `controller.dependents` can watch the kind.
     server       ApiProxy: listener, ownership of writes, follow-up patches
     handler      one client connection: auth, forwarding, streaming, upgrades
     readonly     read-only runs (plans): writes sent as dry runs, live requests refused
-    upstream     the API server side: pooled TLS connections, the operator's auth
+    headers      which headers are copied between a run and the API server
+
+The API server side (pooled TLS connections, the operator's auth) is
+kube.upstream: the `kubernetes` package is imported only in the kube layer.
 
 docs/proxy.md describes the behaviour and where it differs from the Go proxy.
 """

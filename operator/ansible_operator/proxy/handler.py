@@ -4,7 +4,7 @@
 in its own thread (stdlib ThreadingHTTPServer: the operator's asyncio loop
 belongs to kopf and must never wait on a run's request). The handler does the
 HTTP plumbing; what a write's ownership is comes from `ApiProxy.plan` and
-`ApiProxy.follow_up`, and the upstream side from `proxy.upstream`.
+`ApiProxy.follow_up`, and the upstream side from `kube.upstream`.
 
 Responses are relayed as they arrive: a response with a Content-Length is
 copied in pieces, one without (watch events, followed logs) is re-chunked
@@ -22,15 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import urllib3
 
+from ansible_operator.kube.upstream import REQUEST_READ_TIMEOUT, UpstreamError, shutdown_socket
 from ansible_operator.proxy import readonly
 from ansible_operator.proxy.credentials import Owner
+from ansible_operator.proxy.headers import copy_headers
 from ansible_operator.proxy.ownership import RequestInfo, parse_request
-from ansible_operator.proxy.upstream import (
-    REQUEST_READ_TIMEOUT,
-    UpstreamError,
-    copy_headers,
-    shutdown_socket,
-)
 
 if TYPE_CHECKING:
     import socket

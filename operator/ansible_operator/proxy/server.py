@@ -4,7 +4,7 @@ Where it sits in the flow::
 
     Ansible run (kubernetes.core, kubeconfig from proxy.credentials)
         --HTTP, Bearer <run token>-->  ApiProxy (this module, loopback only)
-        --HTTPS, operator identity-->  API server          (proxy.upstream)
+        --HTTPS, operator identity-->  API server          (kube.upstream)
     ApiProxy --on_touch(Owner, Touch)--> controller.dependents.DependentWatches
 
 The controller creates one ApiProxy at start-up, issues a run token per run
@@ -31,12 +31,12 @@ every write sent as a server-side dry run and each answer handed to
 (`proxy.readonly`).
 
 Reads are never cached: every GET, LIST and WATCH goes to the API server.
-The Go proxy answered reads from informers it created on first use:
-reads right after a write could be stale, tools hung on "cache
-misses", and one informer per kind ever read stayed in memory for the life of
-the process. A live read costs one round trip on
-loopback-adjacent traffic, and a role that reads is about to run Ansible
-tasks costing far more than that.
+The Go proxy answered reads from informers it created on first use: reads
+right after a write could be stale, tools hung on "cache misses", and one
+informer per kind ever read stayed in memory for the life of the process
+(docs/proxy.md). A live read costs one round trip on loopback-adjacent
+traffic, and a role that reads is about to run Ansible tasks costing far
+more than that.
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ from typing import Any
 
 import urllib3
 import yaml
-from kubernetes.client import Configuration
 
 from ansible_operator.errors import ConfigError, NotFound, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, ResourceInfo
+from ansible_operator.kube.upstream import Configuration, Upstream, UpstreamError, shutdown_socket
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.handler import ProxyHandler
 from ansible_operator.proxy.ownership import (
@@ -76,7 +76,6 @@ from ansible_operator.proxy.ownership import (
     write_kind,
 )
 from ansible_operator.proxy.readonly import DryRunWrite
-from ansible_operator.proxy.upstream import Upstream, UpstreamError, shutdown_socket
 
 log = logging.getLogger("ansible_operator.proxy")
 

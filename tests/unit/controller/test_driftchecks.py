@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ansible_operator.clocks import FakeClock
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.contract import Key, Outcome
 from ansible_operator.controller.driftchecks import DriftChecker, DriftScheduler
@@ -22,7 +23,7 @@ from ansible_operator.kube.client import ResourceInfo
 from ansible_operator.kube.fake import FakeEvents, FakeKube
 from ansible_operator.plan.engine import Findings
 from ansible_operator.runner.fake import FakeRunner
-from tests.unit.controller.test_queue import FakeClock, Recorder
+from tests.unit.controller.test_queue import Recorder
 from tests.unit.controller.test_reconcile_path import FINALIZER, NAME, NS, WIDGETS, World
 from tests.unit.controller.test_reconcile_path import world as world  # noqa: PLC0414
 from tests.unit.controller.test_workers import wait_until

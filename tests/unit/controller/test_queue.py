@@ -12,25 +12,13 @@ import time
 
 import pytest
 
+from ansible_operator.clocks import FakeClock
 from ansible_operator.controller.contract import Key
 from ansible_operator.controller.queue import Priority, WorkQueue
 
 A = "a-v1-controller"
 B = "b-v1-controller"
 C = "c-v1-controller"
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class Recorder:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ansible_operator.clocks import FakeClock
 from ansible_operator.config.watches import GVK, Finalizer, Watch
 from ansible_operator.controller.contract import Key, Outcome, run_label
 from ansible_operator.controller.queue import Priority, WorkQueue
@@ -34,7 +35,6 @@ from ansible_operator.proxy import RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult
 from ansible_operator.runner.fake import FakeRunner, Script
-from tests.unit.controller.test_queue import FakeClock
 from tests.unit.controller.test_workers import settle, tick, wait_until
 
 WIDGETS = ResourceInfo(

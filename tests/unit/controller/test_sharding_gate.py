@@ -21,8 +21,8 @@ from ansible_operator.controller.sharding.membership import (
     Membership,
     MembershipConfig,
 )
-from ansible_operator.controller.sharding.metrics import ShardMetrics
 from ansible_operator.controller.sharding.shard import Shard
+from ansible_operator.controller.sharding.shardmetrics import ShardMetrics
 from ansible_operator.errors import Conflict, NotFound, RetryLater
 from ansible_operator.kube.client import ResourceInfo
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from ansible_operator.clocks import FakeClock
 from ansible_operator.controller.contract import Key, Outcome
 from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.workers import WorkerPool
@@ -30,7 +31,7 @@ from ansible_operator.errors import (
     RetryLater,
     RunSetupError,
 )
-from tests.unit.controller.test_queue import A, B, C, FakeClock, Recorder, key
+from tests.unit.controller.test_queue import A, B, C, Recorder, key
 
 LOGGER = "ansible_operator.controller.workers"
 Pools = Callable[..., WorkerPool]

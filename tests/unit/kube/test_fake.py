@@ -16,7 +16,7 @@ from ansible_operator.controller import finalizers
 from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
 from ansible_operator.kube.client import JSON_PATCH, KubeApi, ResourceInfo
 from ansible_operator.kube.fake import Call, FakeEvents, FakeKube
-from ansible_operator.observability.events import ObjectRef
+from ansible_operator.observability.eventrecorder import ObjectRef
 
 RES = ResourceInfo(
     group="g.example.com",

@@ -21,7 +21,7 @@ from ansible_operator.controller.dependents import (
     should_enqueue,
 )
 from ansible_operator.controller.queue import WorkQueue
-from ansible_operator.kube.client import Kube, ResourceInfo
+from ansible_operator.kube.client import Kube, ListPage, ResourceInfo, WatchEvent
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import (
     OWNER_ANNOTATION,
@@ -210,8 +210,8 @@ def drain(queue: WorkQueue) -> list[Key]:
     return keys
 
 
-def event(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
-    return {"type": kind, "object": obj}
+def event(kind: str, obj: dict[str, Any]) -> WatchEvent:
+    return WatchEvent(kind, obj)
 
 
 def test_events_through_the_predicate(queue: WorkQueue) -> None:
@@ -321,15 +321,25 @@ def test_unknown_controller_starts_no_watch() -> None:
 
 
 class _PagedKube:
-    """Answers list requests with fixed pages, as the API server pages a LIST."""
+    """Answers list requests with fixed pages, as the API server pages a LIST; `queries`
+    are the query parameters Kube.list_page sends for each."""
 
     def __init__(self, pages: list[dict[str, Any]]) -> None:
         self.pages = pages
         self.queries: list[list[tuple[str, str]]] = []
 
-    def request(self, method: str, path: str, *, query: Any = ()) -> dict[str, Any]:
-        self.queries.append(list(query))
-        return self.pages[len(self.queries) - 1]
+    def list_page(
+        self, res: ResourceInfo, *, namespace: str = "", limit: int = 0, continue_token: str = ""
+    ) -> ListPage:
+        token = [("continue", continue_token)] if continue_token else []
+        self.queries.append([("limit", str(limit)), *token])
+        page = self.pages[len(self.queries) - 1]
+        meta = page.get("metadata") or {}
+        return ListPage(
+            items=page["items"],
+            resource_version=str(meta.get("resourceVersion") or ""),
+            continue_token=str(meta.get("continue") or ""),
+        )
 
 
 def test_relist_reports_changes_and_deletes_missed_while_disconnected(queue: WorkQueue) -> None:

@@ -9,7 +9,7 @@ controller.leader's Lease semantics. Modules:
 * assignment: rendezvous hashing with bounded loads over the live members;
 * claims: the per-CR claim annotation, written only conditionally;
 * takeover: claims all of a dead member's CRs at once, ahead of their runs;
-* metrics: the per-replica sharding metrics;
+* shardmetrics: the per-replica sharding metrics;
 * grouplease: the leader-election Lease the members hold together;
 * shard: the coordinator (directory of CRs, gate, membership thread).
 

@@ -1,10 +1,11 @@
 """The group Lease: sharded replicas keep the leader-election Lease of their id held.
 
 Called by controller.sharding.shard at start-up and in every membership
-round. The Lease named by `--leader-election-id` is the one an unsharded
-replica with `--leader-elect` (same id) competes for. Sharded members hold it
-together under the holder identity `sharding/<group>`: each member's round
-renews it (a conflict means another member just did, which is as good). So:
+round, with the membership's `KubeApi` and clock. The Lease named by
+`--leader-election-id` is the one an unsharded replica with `--leader-elect`
+(same id) competes for. Sharded members hold it together under the holder
+identity `sharding/<group>`: each member's round renews it (a conflict means
+another member just did, which is as good). So:
 
 * an unsharded replica started next to sharded ones never sees the record
   stand still for a lease duration, and stands by, as any leader-election
@@ -22,12 +23,12 @@ already has.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from ansible_operator.clocks import SYSTEM, Clock
 from ansible_operator.controller.leader import LEASES, ObservedLease, lease_object, now_micro
 from ansible_operator.errors import Conflict, NotFound
-from ansible_operator.kube.client import Kube
+from ansible_operator.kube.client import KubeApi
 
 HOLDER_PREFIX = "sharding/"
 
@@ -35,8 +36,17 @@ HOLDER_PREFIX = "sharding/"
 class GroupLease:
     """Hold the `--leader-election-id` Lease for the whole shard group."""
 
-    def __init__(self, kube: Kube, *, namespace: str, group: str, lease_duration: float) -> None:
+    def __init__(
+        self,
+        kube: KubeApi,
+        *,
+        namespace: str,
+        group: str,
+        lease_duration: float,
+        clock: Clock = SYSTEM,
+    ) -> None:
         self.kube = kube
+        self.clock = clock
         self.namespace = namespace
         self.name = group
         self.holder = HOLDER_PREFIX + group
@@ -44,7 +54,7 @@ class GroupLease:
         self._seen = ObservedLease()
 
     def _spec(self, old: dict[str, Any]) -> dict[str, Any]:
-        now = now_micro()
+        now = now_micro(self.clock)
         ours = old.get("holderIdentity") == self.holder
         return {
             "holderIdentity": self.holder,
@@ -67,15 +77,14 @@ class GroupLease:
                     continue
                 return ""
             spec = lease.get("spec") or {}
-            now = time.monotonic()
+            now = self.clock.monotonic()
             self._seen.observe(spec, now)
             holder = self._seen.holder
             if holder and holder != self.holder and not self._seen.expired(now):
                 return holder
             lease["spec"] = self._spec(spec)
-            path = LEASES.path(namespace=self.namespace, name=self.name)
             try:
-                self.kube.request("PUT", path, body=lease)
+                self.kube.replace(LEASES, lease)
             except Conflict:
                 continue
             return ""

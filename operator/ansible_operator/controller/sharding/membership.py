@@ -1,7 +1,11 @@
 """Membership of a shard group: this replica's own Lease, and the Leases of the others.
 
 Called by controller.sharding.shard, from its membership thread (one round
-every retry period) and from the reconcile gate (`valid`, `is_live`).
+every retry period: `renew`, `refresh`), from the reconcile gate and the
+takeover thread (`valid`, `is_live`), and at start and stop (`join`,
+`leave`). API calls go through the `KubeApi` seam and readings of time
+through an injected `clocks.Clock`, so tests run it on kube.fake.FakeKube
+and a FakeClock.
 
 Each replica holds a coordination.k8s.io/v1 Lease of its own, named by its
 identity and labelled `GROUP_LABEL=<group>` (the `--leader-election-id`), so
@@ -30,14 +34,14 @@ import logging
 import re
 import socket
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_operator.clocks import SYSTEM, Clock
 from ansible_operator.controller.leader import LEASES, ObservedLease, lease_object, now_micro
 from ansible_operator.errors import Conflict, NotFound, OperatorError
-from ansible_operator.kube.client import Kube
+from ansible_operator.kube.client import KubeApi
 
 log = logging.getLogger("ansible_operator.sharding")
 
@@ -109,26 +113,24 @@ class MemberView:
 class Membership:
     """This replica's Lease and its view of the others'; not thread-safe beyond `valid()`."""
 
-    def __init__(self, kube: Kube, config: MembershipConfig) -> None:
+    def __init__(self, kube: KubeApi, config: MembershipConfig, *, clock: Clock = SYSTEM) -> None:
         self.kube = kube
         self.config = config
+        self.clock = clock
         self.identity = config.identity
         self.view = MemberView()
         self._lock = threading.Lock()  # the view: the membership thread and the workers
-        self._renewed_at: float | None = None  # monotonic send time of the last renewal
+        self._renewed_at: float | None = None  # clock.monotonic() the last renewal was sent
         self._lease: dict[str, Any] | None = None
 
     def valid(self) -> bool:
         """True while this replica's Lease is fresh enough to start runs."""
         renewed = self._renewed_at
-        return renewed is not None and time.monotonic() - renewed < self.config.renew_deadline
-
-    def renewed_at(self) -> float | None:
-        return self._renewed_at
+        return renewed is not None and self.clock.monotonic() - renewed < self.config.renew_deadline
 
     def _body(self) -> dict[str, Any]:
         cfg = self.config
-        now = now_micro()
+        now = now_micro(self.clock)
         spec = {
             "holderIdentity": cfg.identity,
             "leaseDurationSeconds": max(1, round(cfg.lease_duration)),
@@ -142,15 +144,14 @@ class Membership:
     def join(self) -> None:
         """Create (or re-take, after `leave`) our Lease; raises ApiError/OperatorError."""
         cfg = self.config
-        sent = time.monotonic()
+        sent = self.clock.monotonic()
         body = self._body()
         try:
             self._lease = self.kube.create(LEASES, namespace=cfg.namespace, body=body)
         except Conflict:
             current = self.kube.get(LEASES, namespace=cfg.namespace, name=cfg.identity)
             current["spec"] = body["spec"]
-            path = LEASES.path(namespace=cfg.namespace, name=cfg.identity)
-            self._lease = self.kube.request("PUT", path, body=current)
+            self._lease = self.kube.replace(LEASES, current)
         self._renewed_at = sent
         log.info(
             "joined shard group %s as %s (Lease %s/%s)",
@@ -165,11 +166,10 @@ class Membership:
         if self._lease is None:
             return False
         lease = dict(self._lease)
-        lease["spec"] = {**lease["spec"], "renewTime": now_micro()}
-        sent = time.monotonic()
-        path = LEASES.path(namespace=self.config.namespace, name=self.identity)
+        lease["spec"] = {**lease["spec"], "renewTime": now_micro(self.clock)}
+        sent = self.clock.monotonic()
         try:
-            self._lease = self.kube.request("PUT", path, body=lease)
+            self._lease = self.kube.replace(LEASES, lease)
         except NotFound:
             # Deleted by the others: they judged us dead. Never come back.
             self._lease = None
@@ -183,14 +183,12 @@ class Membership:
     def refresh(self) -> set[str]:
         """List the group's Leases; the live members (this one included while valid)."""
         cfg = self.config
-        listing = self.kube.request(
-            "GET",
-            LEASES.path(namespace=cfg.namespace),
-            query=[("labelSelector", f"{GROUP_LABEL}={cfg.group}")],
+        listing = self.kube.list_page(
+            LEASES, namespace=cfg.namespace, label_selector=f"{GROUP_LABEL}={cfg.group}"
         )
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._lock:
-            self.view.update(list(listing.get("items") or []), now)
+            self.view.update(listing.items, now)
             live = self.view.live(now)
             collectable = self.view.collectable(now)
         live.discard(self.identity)
@@ -205,7 +203,7 @@ class Membership:
         """Is `member` alive? A member never listed is looked up (it may have just joined)."""
         if member == self.identity:
             return self.valid()
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._lock:
             if member in self.view.seen:
                 return member in self.view.live(now)
@@ -224,7 +222,7 @@ class Membership:
 
     def _delete(self, name: str) -> None:
         try:
-            self.kube.request("DELETE", LEASES.path(namespace=self.config.namespace, name=name))
+            self.kube.delete(LEASES, namespace=self.config.namespace, name=name)
             log.info("deleted the Lease of dead shard member %s", name)
         except NotFound:
             pass
@@ -238,11 +236,9 @@ class Membership:
         lease, self._lease, self._renewed_at = self._lease, None, None
         if lease is None:
             return
-        lease["spec"] = {**lease["spec"], "holderIdentity": "", "renewTime": now_micro()}
+        lease["spec"] = {**lease["spec"], "holderIdentity": "", "renewTime": now_micro(self.clock)}
         try:
-            self.kube.request(
-                "PUT", LEASES.path(namespace=self.config.namespace, name=self.identity), body=lease
-            )
+            self.kube.replace(LEASES, lease)
             log.info("left shard group %s (released Lease %s)", self.config.group, self.identity)
         except (Conflict, NotFound):
             pass

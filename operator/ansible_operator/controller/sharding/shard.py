@@ -34,7 +34,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,10 +50,10 @@ from ansible_operator.controller.sharding.membership import (
     MembershipConfig,
     member_identity,
 )
-from ansible_operator.controller.sharding.metrics import ShardMetrics
+from ansible_operator.controller.sharding.shardmetrics import ShardMetrics
 from ansible_operator.controller.sharding.takeover import Candidate, Takeover
 from ansible_operator.errors import ConfigError, Conflict, OperatorError, RetryLater
-from ansible_operator.kube.client import JSON, Kube, ResourceInfo
+from ansible_operator.kube.client import JSON, KubeApi, ResourceInfo
 
 log = logging.getLogger("ansible_operator.sharding")
 
@@ -111,6 +110,7 @@ class Shard:
             namespace=cfg.namespace,
             group=cfg.group,
             lease_duration=cfg.lease_duration,
+            clock=membership.clock,
         )
 
     # -- life cycle ----------------------------------------------------------------
@@ -223,14 +223,15 @@ class Shard:
         items = [placed(key, entry.created) for key, entry in self._directory.items()]
         self._table = assign(sorted(self._members), items, load_factor=self.load_factor)
         self._dirty = False
-        self._computed_at = time.monotonic()
+        self._computed_at = self.membership.clock.monotonic()
 
     def _owner(self, key: Key) -> str | None:
         # A stale table is safe (the gate decides on the claim); recomputing at
         # most once per retry period keeps bursts of deletions cheap.
         if self._dirty and (
             key not in self._table.owner
-            or time.monotonic() - self._computed_at >= self.membership.config.retry_period
+            or self.membership.clock.monotonic() - self._computed_at
+            >= self.membership.config.retry_period
         ):
             self._recompute()
         return self._table.owner.get(key)
@@ -423,7 +424,7 @@ def check_options(options: ShardOptions) -> None:
 
 
 def make_shard(
-    kube: Kube,
+    kube: KubeApi,
     options: ShardOptions,
     *,
     queue: WorkQueue,

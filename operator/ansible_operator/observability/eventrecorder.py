@@ -1,10 +1,15 @@
 """Kubernetes Events about custom resources, posted without ever blocking the caller.
 
-Where this sits: the `run` command builds one `EventRecorder` on the
-operator's API client and stops it at shutdown; the reconciler calls
+Where this sits: the `run` command (controller.manager) builds one
+`EventRecorder` on a `kube.eventposter.KubeEventPoster` and stops it at
+shutdown; the reconciler (through controller.reporting) calls
 `record(ref, type=..., reason=..., message=...)` when a run starts, succeeds
 or fails (the reasons are the controller's choice). The Go operator records
 no Events for CRs; this is an addition.
+
+This layer is below kube, so the recorder posts through `EventPoster`, a
+Protocol of the two calls it makes, which kube implements; the errors it
+acts on are errors.py's.
 
 `record()` only takes a lock and appends to a bounded queue; a daemon thread
 posts to the API. Like client-go's recorder it:
@@ -16,13 +21,11 @@ posts to the API. Like client-go's recorder it:
   so a hot loop cannot flood the API; drops are counted and logged once when
   an object starts being throttled;
 * posts Events of cluster-scoped objects in the `default` namespace;
-* retries transient API failures (connection errors, 429, 5xx) a few times.
+* retries transient API failures (KubeUnavailable: connection errors, 429,
+  5xx; and 408) a few times.
 
 When the queue is full the Event is dropped and counted: an Event is never
 worth slowing a reconcile down.
-
-The two requests go through eventsapi.EventsApi, not the generated `CoreV1Api`
-(see there why).
 """
 
 from __future__ import annotations
@@ -38,18 +41,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
-import urllib3
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
-
-from ansible_operator.observability.eventsapi import EventsApi
+from ansible_operator.errors import ApiError, KubeUnavailable, NotFound
 from ansible_operator.observability.logging import ObjectLogger
 
-__all__ = ["EventRecorder", "EventType", "ObjectRef", "RecorderStats"]
+__all__ = ["EventPoster", "EventRecorder", "EventType", "ObjectRef", "RecorderStats"]
 
-_log = logging.getLogger(__name__)
+# The name this module's logger always had (it was observability/events.py):
+# log lines carry it, and users may filter on it.
+_log = logging.getLogger("ansible_operator.observability.events")
 
 EventType = Literal["Normal", "Warning"]
 _TYPES: Final = ("Normal", "Warning")
@@ -57,8 +58,25 @@ MESSAGE_LIMIT: Final = 1024  # bytes; the API server's limit for an Event's mess
 REASON_LIMIT: Final = 128
 CLUSTER_EVENTS_NAMESPACE: Final = "default"  # where client-go puts Events of cluster-scoped objects
 _CACHE_SIZE: Final = 4096  # aggregation entries kept, as client-go's LRU
-_TRANSIENT: Final = frozenset({408, 429, 500, 502, 503, 504})
+_REQUEST_TIMEOUT: Final = 408  # an ApiError worth retrying; 429 and 5xx are KubeUnavailable
 _T = TypeVar("_T")
+
+
+class EventPoster(Protocol):
+    """The recorder's two calls to the API server; kube.eventposter.KubeEventPoster.
+
+    Both raise errors.py's errors: KubeUnavailable (unreachable, 429, 5xx:
+    retried), NotFound (for `patch`: the Event expired), any other ApiError
+    (refused). `timeout` bounds one request, in seconds.
+    """
+
+    def create(self, namespace: str, body: Mapping[str, Any], *, timeout: float) -> None:
+        """POST a core/v1 Event into `namespace`."""
+        ...
+
+    def patch(self, namespace: str, name: str, body: Mapping[str, Any], *, timeout: float) -> None:
+        """Merge-patch the Event `name` in `namespace`."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,7 +157,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        api_client: ApiClient,
+        poster: EventPoster,
         *,
         component: str = "ansible-operator",
         instance: str | None = None,
@@ -152,7 +170,7 @@ class EventRecorder:
         request_timeout: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._api = EventsApi(api_client)
+        self._poster = poster
         self._component = component
         self._instance = _truncate(instance or socket.gethostname(), 128)
         self._burst = burst
@@ -337,11 +355,7 @@ class EventRecorder:
             "reportingComponent": self._component,
             "reportingInstance": self._instance,
         }
-        self._retrying(
-            lambda: self._api.create_namespaced_event(
-                namespace, body, _request_timeout=self._timeout
-            )
-        )
+        self._retrying(lambda: self._poster.create(namespace, body, timeout=self._timeout))
         return _Posted(namespace=namespace, name=name, count=count, last_seen=now)
 
     def _patch(self, seen: _Posted, item: _Item) -> bool:
@@ -353,29 +367,21 @@ class EventRecorder:
         }
         try:
             self._retrying(
-                lambda: self._api.patch_namespaced_event(
-                    seen.name,
-                    seen.namespace,
-                    patch,
-                    _content_type="application/merge-patch+json",
-                    _request_timeout=self._timeout,
-                )
+                lambda: self._poster.patch(seen.namespace, seen.name, patch, timeout=self._timeout)
             )
-        except ApiException as err:
-            if err.status == 404:
-                return False
-            raise
+        except NotFound:
+            return False
         return True
 
     def _retrying(self, call: Callable[[], _T]) -> _T:
         for attempt in range(1, self._attempts + 1):
             try:
                 return call()
-            except ApiException as err:
-                if err.status not in _TRANSIENT or attempt == self._attempts:
-                    raise
-            except (urllib3.exceptions.HTTPError, OSError):
+            except KubeUnavailable:
                 if attempt == self._attempts:
+                    raise
+            except ApiError as err:
+                if err.status != _REQUEST_TIMEOUT or attempt == self._attempts:
                     raise
             # Back off, but give up at once when the operator is shutting down.
             if self._stopping.wait(self._retry_delay * 2 ** (attempt - 1)):
@@ -389,6 +395,6 @@ def _object_log(ref: ObjectRef) -> ObjectLogger:
 
 
 def _describe(err: BaseException) -> str:
-    if isinstance(err, ApiException):
-        return f"({err.status}) {err.reason}"  # not str(): it carries the response body
+    if isinstance(err, ApiError):
+        return f"({err.status}) {err.reason or err.message}"
     return f"{type(err).__name__}: {err}"

@@ -1,9 +1,12 @@
-"""The API proxy's side towards the real API server: the operator's own identity.
+"""The API proxy's side towards the real API server: requests with the operator's identity.
 
-Used only by `proxy.server`: every request a run sends is re-sent from here
-with the operator's credentials taken from a `kubernetes.client.Configuration`
-(client certificate and key, CA, bearer token, basic auth), never the run's.
-Plain requests go through one pooled urllib3 PoolManager built exactly as the
+Where it sits: in the kube layer, because it is the operator's own login to
+the API server, built from the same `kubernetes.client.Configuration` as its
+`Kube`; only the API proxy uses it (proxy.server builds one `Upstream`,
+proxy.handler sends each forwarded request through it). Every request a
+run sends is re-sent from here with the operator's credentials (client
+certificate and key, CA, bearer token, basic auth), never the run's. Plain
+requests go through one pooled urllib3 PoolManager built exactly as the
 kubernetes client builds its own (same TLS settings, same HTTP proxy
 settings); connection upgrades (exec, attach, port-forward) get a raw TLS
 socket of their own, since after the 101 the connection is no longer HTTP.
@@ -11,6 +14,8 @@ socket of their own, since after the 101 the connection is no longer HTTP.
 The bearer token is read per request through the Configuration's
 `auth_settings()`, which runs its `refresh_api_key_hook`: in-cluster service
 account tokens rotate, and a token read once at start-up would expire.
+`Configuration` is re-exported for the proxy's signatures, so the
+`kubernetes` package is imported only in this layer.
 """
 
 from __future__ import annotations
@@ -19,29 +24,19 @@ import contextlib
 import socket
 import ssl
 import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import urllib3
 from kubernetes.client import Configuration, rest
 
-# Headers that describe one connection hop, not the message (RFC 9110 §7.6.1),
-# plus those the proxy sets itself. Never copied from one side to the other.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-        "authorization",
-    }
-)
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "REQUEST_READ_TIMEOUT",
+    "Configuration",
+    "Upstream",
+    "UpstreamError",
+    "shutdown_socket",
+]
 
 _MAX_HEAD = 64 * 1024
 # Reads of ordinary requests: generous (large lists, slow admission webhooks)
@@ -52,25 +47,6 @@ CONNECT_TIMEOUT = 15.0
 
 class UpstreamError(Exception):
     """The API server could not be reached or spoke something other than HTTP."""
-
-
-def copy_headers(
-    items: Iterable[tuple[str, str]], *, connection: str = "", drop: Iterable[str] = ()
-) -> dict[str, str]:
-    """End-to-end headers of `items`, without hop-by-hop ones and those named in `drop`.
-
-    `connection` is the message's Connection header: the headers it names are
-    hop-by-hop too.
-    """
-    skip = HOP_BY_HOP | {d.lower() for d in drop}
-    skip |= {t.strip().lower() for t in connection.split(",") if t.strip()}
-    kept: dict[str, str] = {}
-    for name, value in items:
-        if name.lower() in skip:
-            continue
-        # Repeated headers (Accept, Impersonate-Group) are folded as HTTP allows.
-        kept[name] = f"{kept[name]}, {value}" if name in kept else value
-    return kept
 
 
 class Upstream:

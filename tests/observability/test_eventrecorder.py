@@ -1,9 +1,10 @@
-"""End-to-end tests of observability.events against a real Kubernetes API server.
+"""End-to-end tests of observability.eventrecorder against a real Kubernetes API server.
 
 A ConfigMap stands in for a custom resource as the involved object; the
-recorder posts through the session's API client and the tests read the
-Events back with the same client. Failures are injected by wrapping the
-client's create call, so what reaches the server is always real.
+recorder posts through a kube.eventposter.KubeEventPoster on the session's
+API client, as the operator does, and the tests read the Events back with the
+same client. Failures are injected by wrapping the poster's create call, so
+what reaches the server is always real.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient, CoreV1Api, CoreV1Event, V1ConfigMap, V1ObjectMeta
-from kubernetes.client.exceptions import ApiException
 
-from ansible_operator.observability.events import MESSAGE_LIMIT, EventRecorder, ObjectRef
+from ansible_operator.errors import KubeUnavailable
+from ansible_operator.kube.client import Kube
+from ansible_operator.kube.eventposter import KubeEventPoster
+from ansible_operator.observability.eventrecorder import MESSAGE_LIMIT, EventRecorder, ObjectRef
 
 pytestmark = pytest.mark.cluster
 
@@ -50,7 +53,9 @@ def make_recorder(api_client: ApiClient) -> Iterator[Callable[..., EventRecorder
     made: list[EventRecorder] = []
 
     def make(**options: Any) -> EventRecorder:
-        recorder = EventRecorder(api_client, instance="test-instance", **options)
+        recorder = EventRecorder(
+            KubeEventPoster(Kube(api_client)), instance="test-instance", **options
+        )
         made.append(recorder)
         return recorder
 
@@ -201,16 +206,16 @@ def test_transient_failures_are_retried(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recorder = make_recorder(retry_delay=0.01)
-    real = recorder._api.create_namespaced_event
+    real = recorder._poster.create
     calls = []
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
         calls.append(time.monotonic())
         if len(calls) <= 2:
-            raise ApiException(status=503, reason="Service Unavailable")
+            raise KubeUnavailable("HTTP 503: Service Unavailable")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recorder._api, "create_namespaced_event", flaky)
+    monkeypatch.setattr(recorder._poster, "create", flaky)
     recorder.record(subject, type="Normal", reason="Flaky", message="eventually")
     assert recorder.flush(10)
     assert len(calls) == 3
@@ -222,7 +227,7 @@ def test_rejected_events_are_counted_not_retried(
     make_recorder: Callable[..., EventRecorder], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorder = make_recorder(retry_delay=0.01)
-    real = recorder._api.create_namespaced_event
+    real = recorder._poster.create
     calls = 0
 
     def counting(*args: Any, **kwargs: Any) -> Any:
@@ -230,7 +235,7 @@ def test_rejected_events_are_counted_not_retried(
         calls += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recorder._api, "create_namespaced_event", counting)
+    monkeypatch.setattr(recorder._poster, "create", counting)
     # The API server refuses Events in a namespace that does not exist (404).
     ghost = ObjectRef(api_version="v1", kind="ConfigMap", namespace="no-such-ns-x", name="x")
     recorder.record(ghost, type="Normal", reason="Nowhere", message="refused")
@@ -245,7 +250,7 @@ def test_record_never_blocks_when_the_queue_is_full(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     recorder = make_recorder(queue_size=2)
-    real = recorder._api.create_namespaced_event
+    real = recorder._poster.create
     entered, gate = threading.Event(), threading.Event()
 
     def stalled(*args: Any, **kwargs: Any) -> Any:
@@ -253,7 +258,7 @@ def test_record_never_blocks_when_the_queue_is_full(
         gate.wait(10)  # an API server that does not answer
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(recorder._api, "create_namespaced_event", stalled)
+    monkeypatch.setattr(recorder._poster, "create", stalled)
     recorder.record(subject, type="Normal", reason="Busy", message="in flight")
     assert entered.wait(5)
     started = time.monotonic()
