@@ -132,18 +132,29 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--proxy-port", type=int, default=d.PROXY_PORT, help="0 = any free port")
     add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
+    add("--zap-encoder", default="json", choices=["json", "console"])
+    add("--zap-log-level", default="info")
+    add("--zap-stacktrace-level", default="error")
+    add("--zap-time-encoding", default="rfc3339")
+    _add_bool(parser, "--zap-devel", False, "console encoder, debug level")
+    _add_ours(parser)
+
+
+def _add_ours(parser: argparse.ArgumentParser) -> None:
+    """Flags the Go operator does not have (docs/cli.md marks them new)."""
+    d = defaults
     _add_bool(parser, "--warm-ansible", d.WARM_ANSIBLE, "fork Ansible from warm interpreters")
-    add(
-        "--running-condition-delay",
-        type=_duration,
-        default=d.RUNNING_CONDITION_DELAY,
-        help="write Running only if a run lasts this long (Go duration; 0: always first)",
-    )
-    add(
+    parser.add_argument(
         "--warm-idle-timeout",
         type=_duration,
         default=d.WARM_IDLE_TIMEOUT,
         help="stop the warm servers after this long without runs (Go duration; 0: never)",
+    )
+    parser.add_argument(
+        "--running-condition-delay",
+        type=_duration,
+        default=d.RUNNING_CONDITION_DELAY,
+        help="write Running only if a run lasts this long (Go duration; 0: always first)",
     )
     _add_bool(
         parser,
@@ -151,11 +162,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         d.RECONCILE_ALL_AT_START,
         "run every CR at start-up, as the Go operator does, not only changed ones",
     )
-    add("--zap-encoder", default="json", choices=["json", "console"])
-    add("--zap-log-level", default="info")
-    add("--zap-stacktrace-level", default="error")
-    add("--zap-time-encoding", default="rfc3339")
-    _add_bool(parser, "--zap-devel", False, "console encoder, debug level")
 
 
 def _namespaces(environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -34,8 +34,8 @@ from ansible_operator.controller.metricshooks import MetricsHooks
 from ansible_operator.controller.wiring import Basics
 from ansible_operator.errors import ConfigError
 from ansible_operator.kube.client import Kube, load_api_client
-from ansible_operator.kube.eventposter import KubeEventPoster  # seams: the recorder posts via kube
-from ansible_operator.observability.eventrecorder import EventRecorder  # seams: renamed module
+from ansible_operator.kube.eventposter import KubeEventPoster
+from ansible_operator.observability.eventrecorder import EventRecorder
 from ansible_operator.observability.health import HealthServer
 from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics
 from ansible_operator.observability.usermetrics import UserMetricsServer
@@ -157,7 +157,7 @@ class Manager:
         health.start()
         metrics_server.start()
         user_metrics = self._start_user_metrics()
-        events = EventRecorder(KubeEventPoster(kube))  # seams: was EventRecorder(api_client)
+        events = EventRecorder(KubeEventPoster(kube))
         elector = self._elect(kube)
         try:
             if elector is not None:

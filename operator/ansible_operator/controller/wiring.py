@@ -47,14 +47,15 @@ from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.reconciler import Reconciler
 from ansible_operator.controller.restartrule import RestartRule
 from ansible_operator.controller.rundirsweep import start_sweep
-from ansible_operator.controller.sharding.shard import Shard, ShardOptions, make_shard
+from ansible_operator.controller.sharding.shard import Shard, make_shard
+from ansible_operator.controller.sharding.shardoptions import ShardOptions
 from ansible_operator.controller.watchbodies import WatchBodies
 from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.controller.workers import WorkerPool
 from ansible_operator.kube.client import Kube
 from ansible_operator.launch.access import RunAccess
 from ansible_operator.launch.request import RunSettings
-from ansible_operator.observability.eventrecorder import EventRecorder  # seams: renamed module
+from ansible_operator.observability.eventrecorder import EventRecorder
 from ansible_operator.observability.metrics import OperatorMetrics
 from ansible_operator.plan.engine import drift_findings
 from ansible_operator.proxy import ApiProxy, RunCredentials

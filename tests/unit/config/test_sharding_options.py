@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ansible_operator.config.options import RunOptions, add_run_arguments, options_from_args
-from ansible_operator.controller.sharding.shard import ShardOptions, check_options
+from ansible_operator.controller.sharding.shardoptions import ShardOptions, check_options
 from ansible_operator.errors import ConfigError
 
 

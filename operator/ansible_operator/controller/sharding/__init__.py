@@ -1,6 +1,6 @@
 """Sharded mode (`--sharding`): replicas share the custom resources.
 
-Inside the controller layer because it is wired by controller.manager into
+Inside the controller layer because it is wired by controller.wiring into
 the work queue (admit), the primary watch (observe) and the reconciler (the
 gate before each run), and builds on controller.queue's keys and
 controller.leader's Lease semantics. Modules:
@@ -11,7 +11,8 @@ controller.leader's Lease semantics. Modules:
 * takeover: claims all of a dead member's CRs at once, ahead of their runs;
 * shardmetrics: the per-replica sharding metrics;
 * grouplease: the leader-election Lease the members hold together;
-* shard: the coordinator (directory of CRs, gate, membership thread).
+* shard: the coordinator (directory of CRs, gate, membership thread);
+* shardoptions: the `--sharding` settings, checked before joining.
 
 docs/sharding.md describes the protocol, its guarantees and its limits.
 """

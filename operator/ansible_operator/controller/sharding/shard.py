@@ -27,12 +27,15 @@ GET of the CR, so no run of that CR is in flight in this replica meanwhile:
 * otherwise: not mine, do not run.
 
 docs/sharding.md has the argument that no two replicas ever run one CR at once.
+
+Over 400 lines on purpose: the coordinator's state (the directory of CRs, the live
+members, each CR's owner) is guarded by one lock across observe, admit, gate and
+tick; split, each part would need the others' invariants.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -51,6 +54,7 @@ from ansible_operator.controller.sharding.membership import (
     member_identity,
 )
 from ansible_operator.controller.sharding.shardmetrics import ShardMetrics
+from ansible_operator.controller.sharding.shardoptions import ShardOptions, check_options
 from ansible_operator.controller.sharding.takeover import Candidate, Takeover
 from ansible_operator.errors import ConfigError, Conflict, OperatorError, RetryLater
 from ansible_operator.kube.client import JSON, KubeApi, ResourceInfo
@@ -391,36 +395,6 @@ class Shard:
             entry = self._directory.get(key)
             if entry is not None and version >= entry.version:
                 entry.claim, entry.version = claims.holder(obj), version
-
-
-@dataclass(frozen=True)
-class ShardOptions:
-    """What `--sharding` needs from the run flags (controller.manager fills it)."""
-
-    namespace: str
-    group: str
-    lease_duration: float
-    renew_deadline: float
-    retry_period: float
-    load_factor: float
-
-
-def check_options(options: ShardOptions) -> None:
-    """Raise ConfigError naming the flag when the sharding settings cannot work."""
-    if not options.group:
-        raise ConfigError("--sharding needs --leader-election-id: it names the shard group")
-    if len(options.group) > 63 or not re.fullmatch(
-        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", options.group
-    ):
-        raise ConfigError(
-            f"--leader-election-id {options.group!r}: with --sharding it must be a valid "
-            "label value (at most 63 letters, digits, '-', '_' or '.')"
-        )
-    if not 0 < options.retry_period < options.renew_deadline < options.lease_duration:
-        raise ConfigError(
-            "--sharding needs --leader-elect-retry-period < --leader-elect-renew-deadline "
-            "< --leader-elect-lease-duration"
-        )
 
 
 def make_shard(
