@@ -221,7 +221,7 @@ def test_warm_ansible_runs_only_on_the_lines_it_was_checked_on(
 ) -> None:
     """On another line the operator says so once and every run starts cold."""
     caplog.set_level(logging.INFO, logger=supervisor.__name__)
-    servers = supervisor.start_warm_servers(enabled=True, runner_root=tmp_path)
+    servers = supervisor.start_warm_servers(enabled=True, runner_root=tmp_path, eager=True)
     try:
         if f"{LINE[0]}.{LINE[1]}" in defaults.WARM_ANSIBLE_CORE_LINES:
             assert servers is not None, caplog.text

@@ -7,6 +7,8 @@ Modules, in the order one reconcile meets them:
     wiring         builds the reconcile machinery after leadership and stops it in order
     kopfrun        runs kopf: the primary watches' registry, login, signals
     watching       kopf events -> queue keys: the primary watch's predicates
+    watchbodies    the body of each queued CR, so the reconcile it caused needs no GET
+    restartrule    at start-up, which CRs run at once and which wait for their period
     deepobjects    lets kopf read objects of any nesting depth
     dependents     objects a run wrote -> their owner's key, when they change or go
     queue          the work queue: one key per CR, priorities, limits, backoff
@@ -15,6 +17,7 @@ Modules, in the order one reconcile meets them:
     workers        the worker threads: key -> reconciler -> decide -> queue
     reconciler     one reconcile: read the CR, finalizer, run its role, report
     finalizers     add and remove the watch's finalizer
+    runningmark    the Running condition and Event, for runs that last
     reporting      status conditions and Events of a reconcile
     statuswrite    status writes through the subresource, retrying conflicts
     metricshooks   what reconciles and runs report to the Prometheus metrics
