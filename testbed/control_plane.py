@@ -76,9 +76,22 @@ def _free_ports(count: int) -> list[int]:
 
 
 class ControlPlane:
-    def __init__(self, layout: Layout | None = None, *, nodes: int = DEFAULT_NODES) -> None:
+    def __init__(
+        self,
+        layout: Layout | None = None,
+        *,
+        nodes: int = DEFAULT_NODES,
+        real_node: bool = True,
+        node_images: tuple[str, ...] | None = None,
+    ) -> None:
+        """`real_node=False`: kwok's nodes only. `node_images`: the image keys
+        to import into the real node (all by default; a throw-away testbed
+        imports only what it runs). A testbed in another state directory than
+        the checkout's own does not keep its node's containerd root after `down`."""
         self.layout = layout or Layout.default()
         self.nodes = nodes
+        self.real_node = real_node
+        self.node_images = node_images
         # state.json's "node": the real node's slot and paths, or {"off": reason}.
         self._node_record: dict[str, Any] = {}
 
@@ -214,7 +227,9 @@ class ControlPlane:
         seconds["nodes"] = self._register_nodes(api, procs)
         if net:
             try:
-                steps = node.RealNode(layout, net, record).start(api, ports.apiserver)
+                steps = node.RealNode(layout, net, record, images=self.node_images).start(
+                    api, ports.apiserver
+                )
             except (
                 node.NodeError,
                 node_net.NetworkError,
@@ -236,7 +251,7 @@ class ControlPlane:
 
     def _node_net(self, procs: list[Process]) -> node_net.NodeNet | None:
         """The real node's namespaces and address, or None (with the reason recorded)."""
-        reason = node.unavailable(self.layout)
+        reason = node.unavailable(self.layout) if self.real_node else "not asked for"
         if reason:
             self._node_record = {"off": reason}
             return None
@@ -252,6 +267,7 @@ class ControlPlane:
             "node_ip": net.node_ip,
             "socket": str(node.node_dir(self.layout) / "containerd.sock"),
             "containerd_root": str(node.containerd_root(self.layout)),
+            "keep_root": self.layout.state_dir == Layout.default().state_dir,
         }
         return net
 

@@ -132,8 +132,16 @@ def host_sysctls_kept() -> Iterator[None]:
 class RealNode:
     """Starts the node's processes inside `net` and registers what they need."""
 
-    def __init__(self, layout: Layout, net: NodeNet, started: Callable[[Process], None]) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        net: NodeNet,
+        started: Callable[[Process], None],
+        *,
+        images: tuple[str, ...] | None = None,
+    ) -> None:
         self.layout = layout
+        self.images = images
         self.net = net
         self.dir = node_dir(layout)
         self.started = started  # records each process in state.json as it starts
@@ -177,7 +185,7 @@ class RealNode:
         seconds["containerd"] = self._start_containerd()
         began = time.monotonic()
         try:
-            node_images.import_all(self.layout, self._ctr())
+            node_images.import_all(self.layout, self._ctr(), self.images)
         except (node_images.ImportError_, subprocess.SubprocessError) as err:
             raise NodeError(f"images: {err}") from err
         seconds["images"] = time.monotonic() - began

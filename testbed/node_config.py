@@ -30,6 +30,7 @@ import yaml
 from testbed.images import specs
 
 NODE_NAME = "real-node"
+PAUSE_IMAGE = "pause-catatonit"
 POD_CIDR = "10.245.0.0/24"
 DNS_IP = "10.96.0.10"
 # Label and taint of the real node; `REAL_NODE_NAMESPACE_ANNOTATIONS` give a
@@ -80,7 +81,7 @@ def kubeconfig(path: Path, server: str, pki_dir: Path, stem: str) -> Path:
 
 
 def containerd_toml(root: Path, socket: Path, cni_conf: Path) -> str:
-    pause = specs()["pause-catatonit"].ref
+    pause = specs()[PAUSE_IMAGE].ref
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""version = 2
 root = "{root}"

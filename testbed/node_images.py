@@ -16,6 +16,7 @@ from pathlib import Path
 from testbed.image_build import cached
 from testbed.images import specs
 from testbed.layout import Layout, read_versions
+from testbed.node_config import PAUSE_IMAGE as PAUSE
 
 IMPORT_TIMEOUT = 300
 
@@ -47,12 +48,14 @@ def present(ctr: list[str]) -> dict[str, str]:
     return found
 
 
-def import_all(layout: Layout, ctr: list[str]) -> list[str]:
-    """Import every image not yet present at its digest; return the references imported."""
+def import_all(layout: Layout, ctr: list[str], keys: tuple[str, ...] | None = None) -> list[str]:
+    """Import the images `keys` (all by default; always the sandbox image) not
+    yet present at their digest; return the references imported."""
     versions = read_versions()
     have = present(ctr)
     imported = []
-    for spec in specs().values():
+    wanted = {k: s for k, s in specs().items() if keys is None or k in keys or k == PAUSE}
+    for spec in wanted.values():
         built = cached(layout.cache_dir, spec, versions)
         if built is None:
             raise ImportError_(f"image {spec.ref} is not built (`make testbed-build`)")

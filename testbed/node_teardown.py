@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -108,6 +109,9 @@ def teardown(record: dict[str, Any], procs: list[Process], *, grace: float) -> l
     left = _remove_cgroups(int(record["slot"]))
     if holder:
         processes.stop(holder, grace=grace)
+    if not record.get("keep_root", True):
+        # A throw-away testbed's images: nobody imports them again.
+        shutil.rmtree(Path(record["containerd_root"]).parent, ignore_errors=True)
     if left:
         stopped.append(f"(cgroups left: {', '.join(left)})")
     return stopped
