@@ -3,7 +3,9 @@
 #
 # Called by `make testbed-build` (and so by `make test` / `make run`). Builds
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and
-# kwok at the versions pinned in testbed/versions.env, into a cache outside the
+# kwok (`all`), and for the real node kubelet, kube-proxy and CoreDNS after
+# installing the pinned Debian packages (`node`) and its images (`images`,
+# testbed/images.py), at the versions pinned in testbed/versions.env, into a cache outside the
 # repository ($TESTBED_CACHE, default ~/.cache/ansible-operator-testbed). A
 # binary is rebuilt when its component's stamp names another version (first
 # run on a machine, or a pin changed) or when the binary no longer matches the
@@ -176,15 +178,41 @@ verify() {
   if [ -n "$bad" ]; then log "to rebuild:" $bad; return 1; fi
 }
 
-case "${1:-all}" in
-  verify) verify ;;
-  all) build_etcd; build_kwok; build_kubernetes ;;
-  kubernetes) build_kubernetes ;;
-  etcd) build_etcd ;;
-  kwok) build_kwok ;;
-  node) host_packages; build_node_kubernetes; build_coredns ;;
-  images) "${PYTHON:-python3}" -m testbed images >&2 ;;
-  path) ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok|node|images|verify|path]" >&2; exit 2 ;;
-esac
+# Images need root and mmdebstrap; without them the testbed runs fake nodes
+# only and says why, so a build without root is not an error.
+build_images() {
+  if [ "$(id -u)" != 0 ] || ! command -v mmdebstrap >/dev/null; then
+    log "not building the real node's images: needs root and mmdebstrap"
+    return 0
+  fi
+  (cd "$here/.." && "${PYTHON:-python3}" -m testbed images >&2)
+}
+
+# moto's S3 server for the Backup kind's object-store proof (tests/realnode),
+# in a virtualenv of its own: the project's venvs stay as pinned.
+build_s3() {
+  local v=$MOTO_VERSION venv="$cache/moto-$MOTO_VERSION"
+  [ -x "$venv/bin/moto_server" ] && stamp_ok moto "$v" && return 0
+  log "installing moto[server] $v"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "moto[server]==$v" >&2
+  stamp_set moto "$v"
+}
+
+[ $# -gt 0 ] || set -- all
+for step in "$@"; do
+  case "$step" in
+    verify) verify ;;
+    all) build_etcd; build_kwok; build_kubernetes ;;
+    kubernetes) build_kubernetes ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    node) host_packages; build_node_kubernetes; build_coredns ;;
+    images) build_images ;;
+    s3) build_s3 ;;
+    path) ;;
+    *) echo "usage: $0 [all|kubernetes|etcd|kwok|node|images|s3|verify|path]..." >&2; exit 2 ;;
+  esac
+done
 printf '%s\n' "$bin"

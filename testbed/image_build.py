@@ -88,10 +88,10 @@ def _hooks(spec: ImageSpec, cache: Path, debs: Path) -> list[str]:
         args.append(
             f'--customize-hook=mkdir -p "$1{target}" && tar -xf "{carried}" -C "$1{target}"'
         )
-    if spec.customize:
-        args.append(f"--customize-hook={spec.customize}")
     trims = " ".join(f'"$1"/{pattern}' for pattern in TRIM)
     args.append(f"--customize-hook=rm -rf {trims}")
+    if spec.customize:  # after the trim: it may make what the trim removed (in /var/log)
+        args.append(f"--customize-hook={spec.customize}")
     return args
 
 

@@ -142,6 +142,7 @@ def specs() -> dict[str, ImageSpec]:
             entrypoint=("nginx", "-g", "daemon off;"),
             # Logs to the container's output, as usual for an image.
             customize=(
+                'mkdir -p "$1/var/log/nginx"; '
                 'ln -sf /dev/stdout "$1/var/log/nginx/access.log"; '
                 'ln -sf /dev/stderr "$1/var/log/nginx/error.log"'
             ),

@@ -22,7 +22,7 @@ from tests.e2e.harness import OperatorProcess
 from tests.examples.test_examples import GROUP, VERSION, get_cr, patch_cr, reconciled
 from tests.realnode.support import kubectl, psql, run_pod, wait
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.realnode]
 
 DB = "shop"
 

@@ -22,7 +22,7 @@ from testbed.pki import files_in
 from testbed.probes import Api, admin_context, node_ready
 from tests.realnode.support import kubectl, psql, run_pod, wait
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.realnode]
 
 PG = "testbed.local/postgresql:15"
 # Reads the pods of its namespace with its ServiceAccount's token through
