@@ -138,6 +138,7 @@ run: venv ## run the operator against $$KUBECONFIG, or the local testbed when it
 	@if [ -z "$${KUBECONFIG:-}" ]; then \
 	  $(MAKE) --no-print-directory testbed-up; \
 	  export KUBECONFIG="$(CURDIR)/.testbed/kubeconfig"; \
+	  eval "$$($(BIN)/python -m testbed related-images)"; \
 	fi; \
 	PATH="$(BIN):$$PATH" scripts/run.sh
 

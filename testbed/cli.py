@@ -31,6 +31,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="stop what `up` started and remove its state")
     sub.add_parser("status", help="print what runs, as JSON")
     sub.add_parser("kubeconfig", help="print the kubeconfig path")
+    sub.add_parser(
+        "related-images",
+        help="with a real node: print `export RELATED_IMAGE_...=...` lines naming its images",
+    )
     return parser
 
 
@@ -48,11 +52,21 @@ def main(argv: list[str] | None = None) -> int:
         stopped = plane.down()
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
         return 0
-    if args.command == "status":
+    if args.command == "related-images":
+        _related_images(plane)
+    elif args.command == "status":
         print(json.dumps(plane.status(), indent=2))
         return 0 if plane.healthy() else 1
-    print(layout.kubeconfig)
+    else:
+        print(layout.kubeconfig)
     return 0
+
+
+def _related_images(plane: ControlPlane) -> None:
+    """`export RELATED_IMAGE_...` lines for `make run`, when the testbed has a real node."""
+    if "node_ip" in (plane.status().get("real_node") or {}):
+        for env, ref in images.related_images().items():
+            print(f"export {env}={ref}")
 
 
 def _up(plane: ControlPlane) -> int:

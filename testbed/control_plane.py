@@ -31,6 +31,9 @@ from testbed.layout import (
 )
 from testbed.processes import Process
 
+# Where kube-controller-manager's host-path provisioner makes volumes.
+HOSTPATH_PV_DIR = Path("/tmp/hostpath_pv")  # noqa: S108 - fixed by kube-controller-manager
+
 
 class TestbedError(RuntimeError):
     """The testbed could not be started; the message says what failed and where the logs are."""
@@ -326,6 +329,20 @@ class ControlPlane:
 
     # -- status and down ----------------------------------------------------------
 
+    def _hostpath_volumes(self) -> list[Path]:
+        """Directories of this cluster's host-path PersistentVolumes (the default StorageClass)."""
+        api = self._api()
+        if api is None:
+            return []
+        code, body = api.request("GET", "/api/v1/persistentvolumes")
+        if code != 200 or not isinstance(body, dict):
+            return []
+        paths = [
+            Path(str((item.get("spec") or {}).get("hostPath", {}).get("path", "")))
+            for item in body.get("items", [])
+        ]
+        return [p for p in paths if p.parent == HOSTPATH_PV_DIR]
+
     def rss(self) -> dict[str, int]:
         return {p.name: processes.rss_bytes(p) for p in self._processes(self._read_state())}
 
@@ -352,6 +369,7 @@ class ControlPlane:
         """Stop the recorded processes (newest first) and remove the state dir."""
         stopped = []
         state = self._read_state()
+        volumes = self._hostpath_volumes() if state else []
         if state and (state.get("node") or {}).get("slot") is not None:
             stopped += node_teardown.teardown(
                 state["node"], self._processes(state), grace=STOP_GRACE
@@ -360,6 +378,10 @@ class ControlPlane:
             if processes.is_running(proc):
                 stopped.append(proc.name)
             processes.stop(proc, grace=STOP_GRACE)
+        for path in volumes:
+            # The provisioner deletes a volume's directory with its claim; the
+            # claims still there when the cluster goes would leave theirs.
+            shutil.rmtree(path, ignore_errors=True)
         if not self.layout.state_dir.exists():
             return stopped
         if keep_logs:

@@ -161,6 +161,26 @@ def specs() -> dict[str, ImageSpec]:
     return {spec.key: spec for spec in images}
 
 
+#: The operator's environment for the examples on the testbed: each
+#: RELATED_IMAGE_<NAME> the example roles read (docs/examples/README.md,
+#: "Images"), by the key of the image that serves it.
+RELATED_IMAGES = {
+    "RELATED_IMAGE_POSTGRES_15": "postgresql-15",
+    "RELATED_IMAGE_POSTGRES_17": "postgresql-17",
+    "RELATED_IMAGE_POSTGRES_CLIENT": "postgresql-17",
+    "RELATED_IMAGE_POSTGRES_UPGRADE_15_TO_17": "postgresql-upgrade-15-to-17",
+    "RELATED_IMAGE_MEMCACHED": "memcached-1.6",
+    "RELATED_IMAGE_NGINX": "nginx-1.22",
+    "RELATED_IMAGE_AWS_CLI": "awscli-2.9",
+}
+
+
+def related_images() -> dict[str, str]:
+    """RELATED_IMAGE_<NAME> -> image reference, for the operator's environment."""
+    refs = specs()
+    return {env: refs[key].ref for env, key in RELATED_IMAGES.items()}
+
+
 def pinned(spec: ImageSpec, versions: dict[str, str]) -> list[str]:
     """`package=version` for apt, from versions.env (DEB_<PACKAGE> with - as _)."""
     out = []

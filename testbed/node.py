@@ -25,7 +25,7 @@ from pathlib import Path
 
 from testbed import node_config, node_images, node_objects, probes, processes
 from testbed.layout import COMPONENT_TIMEOUT, Layout
-from testbed.node_config import NODE_NAME
+from testbed.node_config import NODE_NAME, REAL_NODE_NAMESPACE_ANNOTATIONS
 from testbed.node_net import NodeNet
 from testbed.processes import Process
 
@@ -180,6 +180,16 @@ class RealNode:
             _create(api, path, obj)
         _put_endpoints(api, node_objects.kubernetes_endpoints(self.net.host_ip, apiserver_port))
         _put_endpoints(api, node_objects.dns_endpoints(self.net.node_ip))
+        # What `kubectl apply` puts in `default` (the README's samples under
+        # `make run`) runs on this node.
+        code, body = api.request(
+            "PATCH",
+            "/api/v1/namespaces/default",
+            {"metadata": {"annotations": REAL_NODE_NAMESPACE_ANNOTATIONS}},
+            content_type="application/merge-patch+json",
+        )
+        if code != 200:
+            raise NodeError(f"annotating namespace default: HTTP {code}: {body}")
         make_cgroups(self.net.slot)
         seconds["node config"] = time.monotonic() - began
         seconds["containerd"] = self._start_containerd()

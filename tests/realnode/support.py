@@ -15,21 +15,14 @@ from typing import Any
 
 from kubernetes import client
 
+from testbed.images import related_images
 from testbed.layout import Layout
 from testbed.probes import wait_until
 
 KUBECTL = Layout.default().binary("kubectl")
-# Local images of the real node (testbed/images.py), by the OLM-style names
-# the example roles read (docs/examples/README.md, "Images").
-RELATED_IMAGES = {
-    "RELATED_IMAGE_POSTGRES_15": "testbed.local/postgresql:15",
-    "RELATED_IMAGE_POSTGRES_17": "testbed.local/postgresql:17",
-    "RELATED_IMAGE_POSTGRES_CLIENT": "testbed.local/postgresql:17",
-    "RELATED_IMAGE_POSTGRES_UPGRADE_15_TO_17": "testbed.local/postgresql-upgrade:15-to-17",
-    "RELATED_IMAGE_MEMCACHED": "testbed.local/memcached:1.6",
-    "RELATED_IMAGE_NGINX": "testbed.local/nginx:1.22",
-    "RELATED_IMAGE_AWS_CLI": "testbed.local/awscli:2.9",
-}
+# The operator's environment on the testbed: RELATED_IMAGE_* naming the real
+# node's local images (docs/examples/README.md, "Images").
+RELATED_IMAGES = related_images()
 
 
 def kubectl(kubeconfig: Path, *args: str, timeout: float = 120, check: bool = True) -> str:

@@ -26,7 +26,7 @@ from testbed.layout import Layout, read_versions
 from testbed.probes import http_ok
 from tests.e2e.harness import OperatorProcess
 from tests.examples.test_examples import GROUP, VERSION, patch_cr, reconciled
-from tests.realnode.support import psql, wait
+from tests.realnode.support import psql, run_pod, wait
 from tests.realnode.test_sampledb import _sampledb, through_service
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.realnode]
@@ -187,8 +187,14 @@ def test_backups_land_on_the_volume_and_in_s3_prune_old_dumps_restore_and_report
     obj_job = _finished_job(api_client, ns, "obj")
     objects = _objects(s3)
     assert objects.get(f"{DB}/{obj_job}.dump", 0) > 0, objects
-    with urllib.request.urlopen(f"{s3}/{BUCKET}/{DB}/{obj_job}.dump", timeout=10) as resp:
-        assert resp.read(5) == b"PGDMP"  # pg_dump's custom format
+    # pg_dump's custom format, read back from the store with the AWS CLI.
+    head = run_pod(
+        api_client, ns, "s3-head", "testbed.local/awscli:2.9",
+        ["sh", "-c", f"aws --endpoint-url {s3} s3 cp s3://{BUCKET}/{DB}/{obj_job}.dump - | head -c 5"],
+        env={"AWS_ACCESS_KEY_ID": "testbed", "AWS_SECRET_ACCESS_KEY": "testbed-secret",
+             "AWS_DEFAULT_REGION": "us-east-1"},
+    )  # fmt: skip
+    assert head.startswith("PGDMP"), head
 
     # The scheduled dump restores.
     psql(kubeconfig_path, ns, f"{DB}-0", "DROP TABLE entries", database="app")
