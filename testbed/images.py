@@ -105,7 +105,13 @@ def _postgres(major: str, suite: str) -> ImageSpec:
         # uid 999, as the usual postgres image: the ReplicatedDB role runs its
         # clone step as 999 and gives volumes fsGroup 999.
         account=("postgres", 999, "/var/lib/postgresql"),
-        customize='rm -rf "$1"/var/lib/postgresql/*/main "$1"/etc/postgresql/*/main',
+        # The cluster postgresql-common makes (the entry point makes its own),
+        # and the snake-oil key ssl-cert generates: random at every build, and
+        # unused (initdb leaves ssl off).
+        customize=(
+            'rm -rf "$1"/var/lib/postgresql/*/main "$1"/etc/postgresql/*/main '
+            '"$1"/etc/ssl/certs/ssl-cert-snakeoil.pem "$1"/etc/ssl/private/ssl-cert-snakeoil.key'
+        ),
     )
 
 
