@@ -10,6 +10,7 @@ changed) downloads only what changed.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -223,7 +224,10 @@ def _keep_only(rootfs: Path, keep: tuple[str, ...]) -> None:
 
 
 def build(cache: Path, spec: ImageSpec, versions: dict[str, str]) -> Built:
-    """Build `spec` unless its cached build is current; the carried image first."""
+    """Build `spec` unless its cached build is current; the carried image first.
+
+    Two builds of one image (two checkouts' `make test` sharing the cache)
+    take turns on a lock; the second then finds the first one's result."""
     found = cached(cache, spec, versions)
     if found:
         return found
@@ -233,8 +237,16 @@ def build(cache: Path, spec: ImageSpec, versions: dict[str, str]) -> Built:
         raise ImageBuildError(f"image {spec.ref}: building needs root and mmdebstrap")
     directory = image_dir(cache, spec)
     directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return cached(cache, spec, versions) or _build_locked(cache, spec, versions, directory)
+
+
+def _build_locked(cache: Path, spec: ImageSpec, versions: dict[str, str], directory: Path) -> Built:
     began = time.monotonic()
     rootfs = directory / "rootfs.tar"
+    # The record goes first: a build cut short leaves no record that matches.
+    (directory / "build.json").unlink(missing_ok=True)
     _rootfs(spec, cache, versions, rootfs, directory / "build.log")
     if spec.keep:
         _keep_only(rootfs, spec.keep)
