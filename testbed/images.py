@@ -201,6 +201,9 @@ def pinned(spec: ImageSpec, versions: dict[str, str]) -> list[str]:
 def spec_hash(spec: ImageSpec, versions: dict[str, str]) -> str:
     digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode())
     digest.update(json.dumps(pinned(spec, versions)).encode())
+    if spec.carries:
+        # The carried image is part of this one: its changes are this one's.
+        digest.update(spec_hash(specs()[spec.carries], versions).encode())
     for source in sorted(spec.files):
         digest.update((IMAGE_FILES / source).read_bytes())
     if "old-major" in spec.customize:

@@ -25,6 +25,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.realnode]
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Every sample's pods really run, and the machine is shared: more than
+# pytest's default 600 s per test.
+@pytest.mark.timeout(1800)
 def test_molecule_default_scenario(
     kubeconfig_path: Path, real_node: dict[str, object], tmp_path: Path
 ) -> None:
