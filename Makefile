@@ -68,7 +68,12 @@ $(COLLECTIONS_STAMP): $(VENV_STAMP) scripts/install_collections.py $(LINE_REQUIR
 venv: $(COLLECTIONS_STAMP) ## create .venv (or ANSIBLE_LINE's venv) with pinned dependencies and kubernetes.core
 
 .PHONY: testbed-build
-testbed-build: ## build (or reuse) etcd, kube-apiserver, kcm, scheduler, kubectl and kwok
+testbed-build: venv ## build (or reuse) the control plane, the real node and its images
+	@PYTHON=$(BIN)/python testbed/build.sh all node images s3 >/dev/null
+
+# The control plane only: what `make test` needs before its first cluster test.
+.PHONY: testbed-build-plane
+testbed-build-plane:
 	@testbed/build.sh all >/dev/null
 
 .PHONY: testbed-up
@@ -95,12 +100,23 @@ fmt: venv ## apply ruff formatting and safe fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+NODE_BUILD_LOG := $(CACHE_HOME)/ansible-operator-testbed-node-build.log
+
 .PHONY: test
-test: venv testbed-build lint ## everything: lint, type-check, unit and end-to-end tests on the testbed
-	@# --durations: the suite's budget (README) is watched from CI's log.
-	PATH="$(BIN):$$PATH" $(BIN)/pytest --durations=25 $(PYTEST_ARGS)
-	@# The reconcile end-to-end tests once more on the cold path (--warm-ansible=false).
-	PATH="$(BIN):$$PATH" E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS)
+test: venv testbed-build-plane ## everything: lint, type-check, unit and end-to-end tests on the testbed
+	@# The real node's binaries and images build in the background while lint and
+	@# the tests on kwok's nodes run (those use no real node: TESTBED_REAL_NODE=0);
+	@# the tests that need it (marker realnode) run last, on a testbed of their own.
+	@PYTHON=$(BIN)/python testbed/build.sh node images s3 >"$(NODE_BUILD_LOG)" 2>&1 & build=$$!; \
+	  status=0; \
+	  $(MAKE) --no-print-directory lint || status=$$?; \
+	  if [ $$status = 0 ]; then \
+	    PATH="$(BIN):$$PATH" TESTBED_REAL_NODE=0 $(BIN)/pytest -m "not realnode" --durations=25 $(PYTEST_ARGS) || status=$$?; fi; \
+	  if [ $$status = 0 ]; then \
+	    PATH="$(BIN):$$PATH" TESTBED_REAL_NODE=0 E2E_OPERATOR_ARGS=--warm-ansible=false $(BIN)/pytest $(COLD_TESTS) || status=$$?; fi; \
+	  wait $$build || { echo "building the real node failed (log: $(NODE_BUILD_LOG)):"; tail -20 "$(NODE_BUILD_LOG)"; exit 1; }; \
+	  [ $$status = 0 ] || exit $$status
+	PATH="$(BIN):$$PATH" $(BIN)/pytest -m realnode --durations=10 $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory dist
 	@# A representative subset on each other Ansible line, in its own venv.
 	for line in $(OTHER_ANSIBLE_LINES); do $(MAKE) --no-print-directory test-line ANSIBLE_LINE=$$line; done
@@ -110,8 +126,8 @@ unit: venv ## the fast loop: every test that needs no cluster (about 2 minutes),
 	PATH="$(BIN):$$PATH" $(BIN)/pytest -m "not cluster and not slow" $(PYTEST_ARGS)
 
 .PHONY: test-line
-test-line: venv testbed-build ## LINE_TESTS on ANSIBLE_LINE's venv (make test-line ANSIBLE_LINE=2.18)
-	PATH="$(BIN):$$PATH" $(BIN)/pytest $(LINE_TESTS)
+test-line: venv testbed-build-plane ## LINE_TESTS on ANSIBLE_LINE's venv (make test-line ANSIBLE_LINE=2.18)
+	PATH="$(BIN):$$PATH" TESTBED_REAL_NODE=0 $(BIN)/pytest $(LINE_TESTS)
 
 .PHONY: dist
 dist: venv ## build the wheel and sdist into dist/, then check them (twine check --strict, contents)
@@ -122,6 +138,7 @@ run: venv ## run the operator against $$KUBECONFIG, or the local testbed when it
 	@if [ -z "$${KUBECONFIG:-}" ]; then \
 	  $(MAKE) --no-print-directory testbed-up; \
 	  export KUBECONFIG="$(CURDIR)/.testbed/kubeconfig"; \
+	  eval "$$($(BIN)/python -m testbed related-images)"; \
 	fi; \
 	PATH="$(BIN):$$PATH" scripts/run.sh
 

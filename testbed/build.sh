@@ -3,7 +3,9 @@
 #
 # Called by `make testbed-build` (and so by `make test` / `make run`). Builds
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and
-# kwok at the versions pinned in testbed/versions.env, into a cache outside the
+# kwok (`all`), and for the real node kubelet, kube-proxy and CoreDNS after
+# installing the pinned Debian packages (`node`) and its images (`images`,
+# testbed/images.py), at the versions pinned in testbed/versions.env, into a cache outside the
 # repository ($TESTBED_CACHE, default ~/.cache/ansible-operator-testbed). A
 # binary is rebuilt when its component's stamp names another version (first
 # run on a machine, or a pin changed) or when the binary no longer matches the
@@ -52,18 +54,22 @@ stale() {
   done
 }
 
-build_kubernetes() {
-  local kv=$KUBERNETES_VERSION todo
-  todo=$(stale kubernetes "$kv" kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# Build Kubernetes programs from k8s.io/kubernetes at KUBERNETES_VERSION in the
+# wrapper module $cache/src/<dir> (one per caller, so two builds running at
+# once never edit the same go.mod; the Go build cache is shared, so packages
+# both use compile once): build_k8s STAMP DIR PROGRAM...
+build_k8s() {
+  local stamp=$1 dir=$2 kv=$KUBERNETES_VERSION todo; shift 2
+  todo=$(stale "$stamp" "$kv" "$@")
   [ -n "$todo" ] || return 0
   local sv="v0.${kv#v1.}" minor="${kv#v1.}"; minor=${minor%%.*}
-  local w="$cache/src/kubernetes-$kv"
+  local w="$cache/src/$dir"
   mkdir -p "$w"
   log "building Kubernetes $kv:" $todo "(the first build on a machine takes 10-30 minutes)"
   (
     cd "$w"
-    [ -f go.mod ] || go mod init testbed.local/k8sbins >/dev/null 2>&1
-    local meta upmod commit m
+    [ -f go.mod ] || go mod init "testbed.local/$stamp" >/dev/null 2>&1
+    local meta upmod commit m b tools=()
     meta=$(go list -m -json "k8s.io/kubernetes@$kv")
     upmod=$(printf '%s' "$meta" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
     commit=$(printf '%s' "$meta" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("Origin", {}).get("Hash", "unknown"))')
@@ -73,11 +79,8 @@ build_kubernetes() {
     for m in $(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*#\1#p' "$upmod"); do
       go mod edit -replace="$m=$m@$sv"
     done
-    go get -tool \
-      "k8s.io/kubernetes/cmd/kube-apiserver@$kv" \
-      "k8s.io/kubernetes/cmd/kube-controller-manager@$kv" \
-      "k8s.io/kubernetes/cmd/kube-scheduler@$kv" \
-      "k8s.io/kubernetes/cmd/kubectl@$kv"
+    for b in "$@"; do tools+=("k8s.io/kubernetes/cmd/$b@$kv"); done
+    go get -tool "${tools[@]}"
     # Stamp the version the way upstream's release build does, so /version,
     # kubectl and client version gates see the real release.
     local ld="-s -w" p now
@@ -86,13 +89,18 @@ build_kubernetes() {
       ld="$ld -X $p.gitVersion=$kv -X $p.gitMajor=1 -X $p.gitMinor=$minor"
       ld="$ld -X $p.gitCommit=$commit -X $p.gitTreeState=clean -X $p.buildDate=$now"
     done
-    local pkgs=() b
+    local pkgs=()
     for b in $todo; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
     go build -trimpath -ldflags "$ld" -o "$bin/" "${pkgs[@]}"
   )
   # shellcheck disable=SC2086 # $todo is a list of plain names
   record $todo
-  stamp_set kubernetes "$kv"
+  stamp_set "$stamp" "$kv"
+}
+
+build_kubernetes() {
+  build_k8s kubernetes "kubernetes-$KUBERNETES_VERSION" \
+    kube-apiserver kube-controller-manager kube-scheduler kubectl
 }
 
 build_etcd() {
@@ -122,6 +130,45 @@ build_kwok() {
   stamp_set kwok "$kw"
 }
 
+# The real node's kubelet and kube-proxy: the same release as the control
+# plane, built the same way.
+build_node_kubernetes() {
+  build_k8s node-kubernetes "kubernetes-node-$KUBERNETES_VERSION" kubelet kube-proxy
+}
+
+# Cluster DNS of the real node: CoreDNS as a host process in the node's
+# network namespace. Its module has no replace directives: `go install` works.
+build_coredns() {
+  local cv=$COREDNS_VERSION
+  [ -n "$(stale coredns "$cv" coredns)" ] || return 0
+  log "building CoreDNS $cv"
+  GOBIN="$bin" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$cv"
+  record coredns
+  stamp_set coredns "$cv"
+}
+
+# The Debian packages the real node runs (containerd, runc, the CNI plugins,
+# iptables for kube-proxy) and the image builder, at the pinned versions.
+# Only as root; without root the testbed says so and runs the fake nodes only.
+host_packages() {
+  local want=("containerd=$DEB_CONTAINERD" "runc=$DEB_RUNC"
+    "containernetworking-plugins=$DEB_CNI_PLUGINS" "iptables=$DEB_IPTABLES"
+    "mmdebstrap=$DEB_MMDEBSTRAP") missing=() p have
+  for p in "${want[@]}"; do
+    have=$(dpkg-query -W -f '${Version}' "${p%%=*}" 2>/dev/null || true)
+    [ "$have" = "${p#*=}" ] || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    log "not installing ${missing[*]}: needs root and apt-get (the testbed then runs fake nodes only)"
+    return 0
+  fi
+  log "installing ${missing[*]}"
+  # The packaged containerd ships a service unit only: nothing starts it here.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 ||
+    { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2; }
+}
+
 # Report, without building, which binaries are missing, damaged or of another
 # version; exit 1 if any.
 verify() {
@@ -131,13 +178,41 @@ verify() {
   if [ -n "$bad" ]; then log "to rebuild:" $bad; return 1; fi
 }
 
-case "${1:-all}" in
-  verify) verify ;;
-  all) build_etcd; build_kwok; build_kubernetes ;;
-  kubernetes) build_kubernetes ;;
-  etcd) build_etcd ;;
-  kwok) build_kwok ;;
-  path) ;;
-  *) echo "usage: $0 [all|kubernetes|etcd|kwok|verify|path]" >&2; exit 2 ;;
-esac
+# Images need root and mmdebstrap; without them the testbed runs fake nodes
+# only and says why, so a build without root is not an error.
+build_images() {
+  if [ "$(id -u)" != 0 ] || ! command -v mmdebstrap >/dev/null; then
+    log "not building the real node's images: needs root and mmdebstrap"
+    return 0
+  fi
+  (cd "$here/.." && "${PYTHON:-python3}" -m testbed images >&2)
+}
+
+# moto's S3 server for the Backup kind's object-store proof (tests/realnode),
+# in a virtualenv of its own: the project's venvs stay as pinned.
+build_s3() {
+  local v=$MOTO_VERSION venv="$cache/moto-$MOTO_VERSION"
+  [ -x "$venv/bin/moto_server" ] && stamp_ok moto "$v" && return 0
+  log "installing moto[server] $v"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "moto[server]==$v" >&2
+  stamp_set moto "$v"
+}
+
+[ $# -gt 0 ] || set -- all
+for step in "$@"; do
+  case "$step" in
+    verify) verify ;;
+    all) build_etcd; build_kwok; build_kubernetes ;;
+    kubernetes) build_kubernetes ;;
+    etcd) build_etcd ;;
+    kwok) build_kwok ;;
+    node) host_packages; build_node_kubernetes; build_coredns ;;
+    images) build_images ;;
+    s3) build_s3 ;;
+    path) ;;
+    *) echo "usage: $0 [all|kubernetes|etcd|kwok|node|images|s3|verify|path]..." >&2; exit 2 ;;
+  esac
+done
 printf '%s\n' "$bin"

@@ -56,12 +56,14 @@ def etcd(layout: Layout, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver(layout: Layout, ports: Ports, pki: PkiFiles) -> list[str]:
+def apiserver(
+    layout: Layout, ports: Ports, pki: PkiFiles, *, node_host_ip: str | None = None
+) -> list[str]:
     return [
         str(layout.binary("kube-apiserver")),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={'0.0.0.0' if node_host_ip else '127.0.0.1'}",  # noqa: S104 - see _real_node_flags
+        f"--advertise-address={node_host_ip or '127.0.0.1'}",
         f"--secure-port={ports.apiserver}",
         "--endpoint-reconciler-type=none",
         f"--tls-cert-file={pki.server_cert}",
@@ -75,6 +77,26 @@ def apiserver(layout: Layout, ports: Ports, pki: PkiFiles) -> list[str]:
         "--allow-privileged=true",
         "--profiling=false",
         "--v=1",
+        *(_real_node_flags(pki) if node_host_ip else []),
+    ]
+
+
+def _real_node_flags(pki: PkiFiles) -> list[str]:
+    """Flags for a real node.
+
+    Its pods reach the API server on the host's end of the node's veth pair
+    (`apiserver` then listens on every address, which keeps 127.0.0.1 for
+    everyone else, and advertises that one; the testbed publishes it as the
+    `kubernetes` endpoint). The API server talks to the kubelet with a client
+    certificate and checks the kubelet's; a namespace can send all its pods to
+    the real node by annotation (PodNodeSelector, PodTolerationRestriction)."""
+    pki_dir = pki.ca_cert.parent
+    return [
+        f"--kubelet-client-certificate={pki_dir / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki_dir / 'apiserver-kubelet-client.key'}",
+        f"--kubelet-certificate-authority={pki.ca_cert}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
     ]
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed import components, kubeconfig, pki, probes, processes
+from testbed import components, kubeconfig, node, node_net, node_teardown, pki, probes, processes
 from testbed.layout import (
     COMPONENT_TIMEOUT,
     DEFAULT_NODES,
@@ -30,6 +30,9 @@ from testbed.layout import (
     Layout,
 )
 from testbed.processes import Process
+
+# Where kube-controller-manager's host-path provisioner makes volumes.
+HOSTPATH_PV_DIR = Path("/tmp/hostpath_pv")  # noqa: S108 - fixed by kube-controller-manager
 
 
 class TestbedError(RuntimeError):
@@ -43,6 +46,8 @@ class UpReport:
     kubeconfig: Path
     seconds: dict[str, float] = field(default_factory=dict)
     rss_bytes: dict[str, int] = field(default_factory=dict)
+    # "real-node at 10.250.0.2", or why there is none ("off: needs root ...").
+    real_node: str = ""
 
     def summary(self) -> str:
         if self.already_running:
@@ -55,6 +60,7 @@ class UpReport:
         per = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in self.rss_bytes.items())
         return (
             f"{head}\nresident memory {rss / 2**20:.0f} MiB ({per} MiB)\n"
+            f"real node: {self.real_node}\n"
             f"export KUBECONFIG={self.kubeconfig}"
         )
 
@@ -73,9 +79,24 @@ def _free_ports(count: int) -> list[int]:
 
 
 class ControlPlane:
-    def __init__(self, layout: Layout | None = None, *, nodes: int = DEFAULT_NODES) -> None:
+    def __init__(
+        self,
+        layout: Layout | None = None,
+        *,
+        nodes: int = DEFAULT_NODES,
+        real_node: bool = True,
+        node_images: tuple[str, ...] | None = None,
+    ) -> None:
+        """`real_node=False`: kwok's nodes only. `node_images`: the image keys
+        to import into the real node (all by default; a throw-away testbed
+        imports only what it runs). A testbed in another state directory than
+        the checkout's own does not keep its node's containerd root after `down`."""
         self.layout = layout or Layout.default()
         self.nodes = nodes
+        self.real_node = real_node
+        self.node_images = node_images
+        # state.json's "node": the real node's slot and paths, or {"off": reason}.
+        self._node_record: dict[str, Any] = {}
 
     # -- state -----------------------------------------------------------------
 
@@ -96,6 +117,7 @@ class ControlPlane:
             "server": f"https://127.0.0.1:{ports.apiserver}",
             "ports": asdict(ports),
             "processes": [p.to_json() for p in procs],
+            "node": self._node_record,
         }
         tmp = self.layout.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
@@ -126,6 +148,7 @@ class ControlPlane:
                 server=str(state["server"]),
                 kubeconfig=self.layout.kubeconfig,
                 rss_bytes=self.rss(),
+                real_node=_describe(state.get("node") or {}),
             )
         self.down()  # leftovers of a crashed run, if any
         self._ensure_binaries()
@@ -156,23 +179,32 @@ class ControlPlane:
             sub.mkdir(parents=True, exist_ok=True)
         seconds: dict[str, float] = {}
         began = time.monotonic()
-        files = pki.generate(layout.pki_dir)
+        procs: list[Process] = []
         ports = components.Ports(*_free_ports(6))
+        net = self._node_net(procs)
+        files = pki.generate(layout.pki_dir, extra_ips=(net.host_ip,) if net else ())
+        if net:
+            pki.issue_node(layout.pki_dir, node.NODE_NAME, net.node_ip)
         server = f"https://127.0.0.1:{ports.apiserver}"
         kubeconfig.write(layout.kubeconfig, server=server, pki=files)
         shutil.copyfile(PACKAGE_DIR / "manifests" / "kwok-stages.yaml", layout.kwok_config)
         seconds["certificates"] = time.monotonic() - began
-        procs: list[Process] = []
+
+        def record(proc: Process) -> None:
+            procs.append(proc)
+            self._write_state(ports, procs)
 
         def start(name: str, argv: list[str]) -> Process:
             proc = processes.spawn(name, argv, log=layout.logs_dir / f"{name}.log")
-            procs.append(proc)
-            self._write_state(ports, procs)
+            record(proc)
             return proc
 
         etcd = start("etcd", components.etcd(layout, ports))
         seconds["etcd"] = self._wait(etcd, f"http://127.0.0.1:{ports.etcd}/readyz", None)
-        api_proc = start("kube-apiserver", components.apiserver(layout, ports, files))
+        api_proc = start(
+            "kube-apiserver",
+            components.apiserver(layout, ports, files, node_host_ip=net.host_ip if net else None),
+        )
         api = probes.Api(server, probes.admin_context(files))
         seconds["kube-apiserver"] = self._wait(api_proc, server + "/readyz", api.context)
         began = time.monotonic()
@@ -196,13 +228,51 @@ class ControlPlane:
             self._wait(proc, url, probes.insecure_context())
         seconds["controllers"] = time.monotonic() - began
         seconds["nodes"] = self._register_nodes(api, procs)
+        if net:
+            try:
+                steps = node.RealNode(layout, net, record, images=self.node_images).start(
+                    api, ports.apiserver
+                )
+            except (
+                node.NodeError,
+                node_net.NetworkError,
+                OSError,
+                subprocess.SubprocessError,
+            ) as err:
+                raise TestbedError(f"real node: {err}") from err
+            seconds["real node"] = sum(steps.values())
+            self._node_record["seconds"] = {k: round(v, 2) for k, v in steps.items()}
+            self._write_state(ports, procs)
         return UpReport(
             already_running=False,
             server=server,
             kubeconfig=layout.kubeconfig,
             seconds=seconds,
             rss_bytes=self.rss(),
+            real_node=_describe(self._node_record),
         )
+
+    def _node_net(self, procs: list[Process]) -> node_net.NodeNet | None:
+        """The real node's namespaces and address, or None (with the reason recorded)."""
+        reason = node.unavailable(self.layout) if self.real_node else "not asked for"
+        if reason:
+            self._node_record = {"off": reason}
+            return None
+        try:
+            net = node_net.create(self.layout.logs_dir / "node-namespaces.log")
+        except (node_net.NetworkError, OSError, subprocess.SubprocessError) as err:
+            raise TestbedError(f"real node: {err}") from err
+        procs.append(net.holder)
+        self._node_record = {
+            "name": node.NODE_NAME,
+            "slot": net.slot,
+            "host_ip": net.host_ip,
+            "node_ip": net.node_ip,
+            "socket": str(node.node_dir(self.layout) / "containerd.sock"),
+            "containerd_root": str(node.containerd_root(self.layout)),
+            "keep_root": self.layout.state_dir == Layout.default().state_dir,
+        }
+        return net
 
     def _wait(self, proc: Process, url: str, context: Any) -> float:
         try:
@@ -259,6 +329,20 @@ class ControlPlane:
 
     # -- status and down ----------------------------------------------------------
 
+    def _hostpath_volumes(self) -> list[Path]:
+        """Directories of this cluster's host-path PersistentVolumes (the default StorageClass)."""
+        api = self._api()
+        if api is None:
+            return []
+        code, body = api.request("GET", "/api/v1/persistentvolumes")
+        if code != 200 or not isinstance(body, dict):
+            return []
+        paths = [
+            Path(str((item.get("spec") or {}).get("hostPath", {}).get("path", "")))
+            for item in body.get("items", [])
+        ]
+        return [p for p in paths if p.parent == HOSTPATH_PV_DIR]
+
     def rss(self) -> dict[str, int]:
         return {p.name: processes.rss_bytes(p) for p in self._processes(self._read_state())}
 
@@ -269,6 +353,7 @@ class ControlPlane:
             "state_dir": str(self.layout.state_dir),
             "server": state.get("server") if state else None,
             "healthy": self.healthy(),
+            "real_node": (state or {}).get("node") or {},
             "processes": {
                 p.name: {
                     "pid": p.pid,
@@ -283,10 +368,20 @@ class ControlPlane:
     def down(self, *, keep_logs: bool = False) -> list[str]:
         """Stop the recorded processes (newest first) and remove the state dir."""
         stopped = []
-        for proc in reversed(self._processes(self._read_state())):
+        state = self._read_state()
+        volumes = self._hostpath_volumes() if state else []
+        if state and (state.get("node") or {}).get("slot") is not None:
+            stopped += node_teardown.teardown(
+                state["node"], self._processes(state), grace=STOP_GRACE
+            )
+        for proc in reversed(self._processes(state)):
             if processes.is_running(proc):
                 stopped.append(proc.name)
             processes.stop(proc, grace=STOP_GRACE)
+        for path in volumes:
+            # The provisioner deletes a volume's directory with its claim; the
+            # claims still there when the cluster goes would leave theirs.
+            shutil.rmtree(path, ignore_errors=True)
         if not self.layout.state_dir.exists():
             return stopped
         if keep_logs:
@@ -296,3 +391,14 @@ class ControlPlane:
         else:
             shutil.rmtree(self.layout.state_dir)
         return stopped
+
+
+def _describe(record: dict[str, Any]) -> str:
+    if "off" in record:
+        return f"off: {record['off']} (fake nodes only)"
+    if "node_ip" not in record:
+        return "none"
+    return (
+        f"{record['name']} at {record['node_ip']} (own network namespace; the API server "
+        f"is {record['host_ip']} for its pods)"
+    )

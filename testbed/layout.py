@@ -90,3 +90,18 @@ class Layout:
 
     def missing_binaries(self) -> list[str]:
         return [name for name in BINARIES if not os.access(self.binary(name), os.X_OK)]
+
+
+def read_versions(path: Path | None = None) -> dict[str, str]:
+    """The KEY=VALUE pins of versions.env (comments and blank lines skipped)."""
+    values = {}
+    lines = (path or PACKAGE_DIR / "versions.env").read_text().splitlines()
+    for number, raw in enumerate(lines):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"testbed/versions.env line {number + 1}: not KEY=VALUE: {line!r}")
+        values[key.strip()] = value.strip()
+    return values

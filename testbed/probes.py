@@ -67,13 +67,15 @@ class Api:
         self.server = server
         self.context = context
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(  # noqa: S310 - loopback URL built by us
             self.server + path,
             data=data,
             method=method,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers={"Content-Type": content_type, "Accept": "application/json"},
         )
         try:
             with urllib.request.urlopen(req, context=self.context, timeout=10) as resp:  # noqa: S310

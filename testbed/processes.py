@@ -41,12 +41,20 @@ class Process:
 
 
 def spawn(
-    name: str, argv: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None
+    name: str,
+    argv: Sequence[str],
+    *,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> Process:
+    """Start `argv` in a session of its own. `prefix` is a command that execs
+    `argv` (such as `nsenter ... --`); the record names `argv`, which is what
+    the process runs once the prefix has exec'd."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         child = subprocess.Popen(
-            list(argv),
+            [*prefix, *argv],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -109,6 +117,19 @@ def is_running(proc: Process) -> bool:
     if state in {"Z", "X"}:
         return False
     return cmdline.split(b"\0", 1)[0].decode(errors="replace") == proc.argv[0]
+
+
+def wait_exec(proc: Process, timeout: float = 10.0) -> bool:
+    """Wait until a process started through a prefix (`spawn(prefix=...)`)
+    runs its own program; False if it ended or did not get there in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if is_running(proc):
+            return True
+        if how_it_ended(proc, settle=0):
+            return False
+        time.sleep(0.01)
+    return False
 
 
 def rss_bytes(proc: Process) -> int:

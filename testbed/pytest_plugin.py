@@ -6,6 +6,13 @@ starts one and stops it when the session ends. Set `TESTBED_KUBECONFIG` to a
 kubeconfig to run the same tests against another cluster (kind, a real one);
 the testbed is then not touched. Tests isolate themselves with the
 `namespace` fixture: a fresh namespace per test, deleted afterwards.
+
+Tests that need containers to really run use `real_node` (the testbed's real
+node, or a skip that gives the testbed's one-line reason; with
+`TESTBED_REQUIRE_REAL_NODE=1`, as CI sets it, a failure instead) and
+`real_namespace`: a fresh namespace whose every pod goes to the real node
+(the PodNodeSelector / PodTolerationRestriction annotations), so the
+operator's roles need no change to run there.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from pathlib import Path
 import pytest
 
 from testbed.control_plane import ControlPlane
+from testbed.layout import Layout
+from testbed.node_config import REAL_NODE_NAMESPACE_ANNOTATIONS
 
 
 @pytest.fixture(scope="session")
@@ -50,13 +59,16 @@ def _namespace_name(node_name: str) -> str:
     return f"t-{slug}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture
-def namespace(api_client: object, request: pytest.FixtureRequest) -> Iterator[str]:
+def _create_namespace(
+    api_client: object, request: pytest.FixtureRequest, annotations: dict[str, str] | None = None
+) -> Iterator[str]:
     from kubernetes import client  # noqa: PLC0415
 
     core = client.CoreV1Api(api_client)
     name = _namespace_name(request.node.name)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    core.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, annotations=annotations))
+    )
     try:
         yield name
     finally:
@@ -65,3 +77,30 @@ def namespace(api_client: object, request: pytest.FixtureRequest) -> Iterator[st
         except client.ApiException as err:
             if err.status != 404:
                 raise
+
+
+@pytest.fixture
+def namespace(api_client: object, request: pytest.FixtureRequest) -> Iterator[str]:
+    yield from _create_namespace(api_client, request)
+
+
+@pytest.fixture(scope="session")
+def real_node(kubeconfig_path: Path) -> dict[str, object]:
+    """The testbed's real node: its state.json record (name, node_ip, host_ip, ...)."""
+    if os.environ.get("TESTBED_KUBECONFIG"):
+        pytest.skip("an external cluster was given: no testbed real node")
+    record = ControlPlane(Layout.default()).status().get("real_node") or {}
+    if "node_ip" not in record:
+        reason = f"the testbed has no real node: {record.get('off', 'unknown reason')}"
+        if os.environ.get("TESTBED_REQUIRE_REAL_NODE") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return dict(record)
+
+
+@pytest.fixture
+def real_namespace(
+    api_client: object, real_node: dict[str, object], request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh namespace whose pods all run on the real node."""
+    yield from _create_namespace(api_client, request, REAL_NODE_NAMESPACE_ANNOTATIONS)

@@ -348,6 +348,15 @@ def _task_needs(task: dict[str, Any], where: str, watches: list[dict[str, Any]])
     if module in NO_API:
         return
     assert isinstance(params, dict), f"{where}: arguments must be a mapping"
+    if module == "operator_sdk.util.k8s_event":
+        # Reads the Event by name, then creates or patches it; reads the
+        # involved object for its uid.
+        for verb in ("get", "create", "patch"):
+            yield Need(("", "events", verb), where)
+        involved = params.get("involvedObject") or {}
+        kind = _resource(str(involved.get("apiVersion", "")), str(involved.get("kind", "")))
+        yield Need((kind.group, kind.plural, "get"), where)
+        return
     for api_version, kind_name in _kinds(params, where):
         kind = _resource(api_version, kind_name)
 

@@ -67,6 +67,11 @@ COVERAGE = {
     "kubectl get examples": "here",
     "kubectl get memcacheds -o yaml": "here",
     "kubectl get events": "here",
+    # With the testbed's real node (make test runs the main suite without one).
+    "kubectl get pods -o wide": "tests/testbed/test_real_node.py (pods on real-node)",
+    "kubectl exec sampledb-sample-0 -- psql -U postgres -c 'select version()'": (
+        "tests/realnode/test_sampledb.py (psql in the database pod through kubectl exec)"
+    ),
     ".venv/bin/ansible-operator validate": "here",
     ".venv/bin/ansible-operator version": "here",
     "kubectl apply -k crds": "here",

@@ -487,7 +487,7 @@ def test_backup_sample_schedules_a_cronjob(
     assert env["PGHOST"] == DB
     assert env["PGDATABASE"] == "app"
     assert env["PGPASSWORD"].secret_key_ref.name == f"{DB}-credentials"
-    assert pod.containers[0].image == "docker.io/library/postgres:16"
+    assert pod.containers[0].image == "docker.io/library/postgres:15"
     assert pod.volumes[0].persistent_volume_claim.claim_name == f"{DB}-backups"
     assert obj["status"]["cronJob"] == BK
     assert obj["status"]["schedule"] == "0 */6 * * *"
@@ -511,9 +511,9 @@ def test_sampledb_sample_creates_the_database_objects(
             ),
         )
     sts = apps(api_client).read_namespaced_stateful_set(DB, ns)
-    assert sts.metadata.labels["examples.ansible-operator.dev/postgres-version"] == "16"
+    assert sts.metadata.labels["examples.ansible-operator.dev/postgres-version"] == "15"
     container = sts.spec.template.spec.containers[0]
-    assert container.image == "docker.io/library/postgres:16"
+    assert container.image == "docker.io/library/postgres:15"
     assert env_of(container)["POSTGRES_PASSWORD"].secret_key_ref.name == f"{DB}-credentials"
     assert sts.status.ready_replicas == 1
     assert core(api_client).read_namespaced_service(DB, ns).spec.ports[0].port == 5432
@@ -523,7 +523,7 @@ def test_sampledb_sample_creates_the_database_objects(
     assert cronjob.spec.successful_jobs_history_limit == 7
     assert obj["metadata"]["finalizers"] == ["examples.ansible-operator.dev/final-snapshot"]
     status = obj["status"]
-    assert status["version"] == "16"
+    assert status["version"] == "15"
     assert status["phase"] == "Ready"
     assert status["credentialsSecret"] == f"{DB}-credentials"
     assert status["service"] == DB
@@ -582,9 +582,9 @@ def test_sampledb_version_change_upgrades_then_restores(
     api_client: Any, ns: str, updated: None
 ) -> None:
     obj = reconciled(api_client, ns, "SampleDB", DB, until=UPDATED["SampleDB"])
-    upgrade = batch(api_client).read_namespaced_job(f"{DB}-upgrade-16-to-17", ns)
+    upgrade = batch(api_client).read_namespaced_job(f"{DB}-upgrade-15-to-17", ns)
     assert upgrade.status.succeeded == 1
-    assert upgrade.spec.template.spec.containers[0].image.endswith(":16-to-17")
+    assert upgrade.spec.template.spec.containers[0].image.endswith(":15-to-17")
     sts = apps(api_client).read_namespaced_stateful_set(DB, ns)
     assert sts.spec.template.spec.containers[0].image == "docker.io/library/postgres:17"
     assert sts.metadata.labels["examples.ansible-operator.dev/postgres-version"] == "17"

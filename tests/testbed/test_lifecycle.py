@@ -44,7 +44,7 @@ def test_up_recovers_from_a_crash_then_is_idempotent_and_down_stops_everything(
         ],
     }
     layout.state_file.write_text(json.dumps(stale))
-    plane = ControlPlane(layout, nodes=1)
+    plane = ControlPlane(layout, nodes=1, real_node=False)
 
     first = plane.up()
     try:
