@@ -302,9 +302,13 @@ def _converge_and_rest(
         ctx.say(f"fleet/{ctx.operator}: changed CR not Successful within {cap:g}s (cap)")
     stops.append(op.stop())
     out["restart_stop_seconds"] = stops[-1]["stop_seconds"]
-    out["leftover_processes"] = sum(
-        len(left) for s in stops if isinstance(left := s.get("leftover_processes"), list)
-    )
+    # processes alive after the operator exited (then killed), with their command lines
+    left: list[str] = []
+    for stop in stops:
+        found = stop.get("leftover_processes")
+        left.extend(str(cmd) for cmd in (found if isinstance(found, list) else []))
+    out["leftover_processes"] = len(left)
+    out["leftover_commands"] = left[:10]
     out["watch_errors"] = crs.errors[:5]
     return out
 
