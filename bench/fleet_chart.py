@@ -4,9 +4,10 @@ Run by `bench.run` after a fleet run, with the reference venv's Python (matplotl
 like bench/chart.py: `python bench/fleet_chart.py RESULTS_DIR OUT.png`. Reads every
 result file in RESULTS_DIR (latest.json excepted: it is a copy) that holds fleet
 results, keeps the newest per operator and fleet size, and draws PSS of the process
-tree against N: after `fleet_idle` seconds idle (solid) and just converged (dashed).
-An operator whose convergence was capped was not at rest: its PSS at the cap is drawn
-as a hollow marker, labelled with how many CRs were Successful by then.
+tree against N: after `fleet_idle` seconds idle (solid), just converged (dashed), and
+of the operator process alone after the idle period (dotted). An operator whose
+convergence was capped was not at rest: its PSS at the cap (tree and process alone)
+is drawn as hollow markers, labelled with how many CRs were Successful by then.
 Standalone on purpose: it imports nothing from the repository.
 """
 
@@ -59,6 +60,7 @@ def draw(found: dict[tuple[str, int], dict[str, Any]], out: Path) -> None:
         for key, style, label in (
             ("idle_pss_mib", "-", "after the idle period"),
             ("rest_pss_mib", "--", "just converged"),
+            ("idle_main_pss_mib", ":", "operator process alone, after the idle period"),
         ):
             xs = [n for n, r in mine if r.get(key) is not None]
             ys = [r[key] for n, r in mine if r.get(key) is not None]
@@ -67,30 +69,36 @@ def draw(found: dict[tuple[str, int], dict[str, Any]], out: Path) -> None:
                 for x, y in zip(xs, ys, strict=True):
                     ax.annotate(f"{y:.0f}", (x, y), textcoords="offset points", xytext=(4, 4))
         capped = [(n, r) for n, r in mine if r.get("capped") and r.get("at_cap_pss_mib")]
-        for n, r in capped:
-            ax.plot(
-                [n],
-                [r["at_cap_pss_mib"]],
-                marker="o",
-                markerfacecolor="none",
-                color=color,
-                linestyle="none",
-            )
-            ax.annotate(
-                f"{name}: capped, {r.get('succeeded')}/{n} done (busy)",
-                (n, r["at_cap_pss_mib"]),
-                textcoords="offset points",
-                xytext=(-10, -14),
-                fontsize=7,
-                ha="right",
-            )
+        for index, (n, r) in enumerate(capped):
+            for key, what in (("at_cap_pss_mib", "tree"), ("at_cap_main_pss_mib", "process alone")):
+                if r.get(key) is None:
+                    continue
+                ax.plot(
+                    [n],
+                    [r[key]],
+                    marker="o",
+                    markerfacecolor="none",
+                    color=color,
+                    linestyle="none",
+                    label=f"{name}, capped: at the cap, busy (hollow)"
+                    if index == 0 and what == "tree"
+                    else None,
+                )
+                ax.annotate(
+                    f"{name} {what}: {r[key]:.0f} at the cap, {r.get('succeeded')}/{n} done",
+                    (n, r[key]),
+                    textcoords="offset points",
+                    xytext=(-8, 4),
+                    fontsize=7,
+                    ha="right",
+                )
     sizes = sorted({n for _, n in found})
     ax.set_xscale("log")
     ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
     ax.minorticks_off()
     ax.set_xlabel("CRs in the fleet (N)")
-    ax.set_ylabel("PSS of the process tree, MiB")
-    ax.set_ylim(bottom=0)
+    ax.set_ylabel("PSS, MiB")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     commits = sorted({r["commit"] for r in found.values() if r.get("commit")})
