@@ -57,17 +57,17 @@ def draw(found: dict[tuple[str, int], dict[str, Any]], out: Path) -> None:
     for operator in ("python", "go"):
         mine = sorted((n, r) for (op, n), r in found.items() if op == operator)
         color, name = COLORS.get(operator, "gray"), NAMES.get(operator, operator)
-        for key, style, label in (
-            ("idle_pss_mib", "-", "after the idle period"),
-            ("rest_pss_mib", "--", "just converged"),
-            ("idle_main_pss_mib", ":", "operator process alone, after the idle period"),
+        for key, style, label, offset in (
+            ("idle_pss_mib", "-", "after the idle period", (4, 4)),
+            ("rest_pss_mib", "--", "just converged", (4, -12)),
+            ("idle_main_pss_mib", ":", "operator process alone, after the idle period", (4, 4)),
         ):
             xs = [n for n, r in mine if r.get(key) is not None]
             ys = [r[key] for n, r in mine if r.get(key) is not None]
             if xs:
                 ax.plot(xs, ys, style, marker="o", color=color, label=f"{name}, {label}")
                 for x, y in zip(xs, ys, strict=True):
-                    ax.annotate(f"{y:.0f}", (x, y), textcoords="offset points", xytext=(4, 4))
+                    ax.annotate(f"{y:.0f}", (x, y), textcoords="offset points", xytext=offset)
         capped = [(n, r) for n, r in mine if r.get("capped") and r.get("at_cap_pss_mib")]
         for index, (n, r) in enumerate(capped):
             for key, what in (("at_cap_pss_mib", "tree"), ("at_cap_main_pss_mib", "process alone")):
@@ -88,12 +88,13 @@ def draw(found: dict[tuple[str, int], dict[str, Any]], out: Path) -> None:
                     f"{name} {what}: {r[key]:.0f} at the cap, {r.get('succeeded')}/{n} done",
                     (n, r[key]),
                     textcoords="offset points",
-                    xytext=(-8, 4),
+                    xytext=(8, -3) if what == "tree" else (8, -14),
                     fontsize=7,
-                    ha="right",
+                    ha="left",
                 )
     sizes = sorted({n for _, n in found})
     ax.set_xscale("log")
+    ax.set_xlim(min(sizes) / 1.6, max(sizes) * 1.6)
     ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
     ax.minorticks_off()
     ax.set_xlabel("CRs in the fleet (N)")
