@@ -38,7 +38,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 @dataclass(frozen=True)
 class Figure:
     key: str  # "<scenario>.<name>" in the results
-    label: str  # may use {latency} {burst} {steady} {idle} {churn} {concurrency}
+    label: str  # may use {latency} {burst} {steady} {idle} {churn} {concurrency} {fleet} ...
     unit: str
     better: str = "lower"  # or "higher", or "context" (no ratio: conditions, not results)
 
@@ -95,6 +95,65 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure("churn.leftover_processes", "churn: processes left after the operator stopped", "count"),
     Figure("churn.rss_mib", "churn: RSS of the tree afterwards", "MiB"),
+    # The fleet (bench/fleet.py): N CRs created before the operator starts.
+    Figure(
+        "fleet.converge_seconds",
+        "fleet of {fleet} CRs created before start: process start → all Successful",
+        "s",
+    ),
+    Figure(
+        "fleet.converge_projected_seconds",
+        "fleet: the same, projected from the rate reached when capped",
+        "s",
+    ),
+    Figure("fleet.converge_capped_at", "fleet: convergence wait capped at", "s", "context"),
+    Figure("fleet.succeeded", "fleet: CRs Successful by then", "count", "context"),
+    Figure("fleet.converge_throughput", "fleet: CRs Successful per second", "CR/s", "higher"),
+    Figure("fleet.converge_cpu_seconds", "fleet: CPU seconds of the tree until then", "s"),
+    Figure("fleet.cpu_per_reconcile", "fleet: CPU per Successful CR (tree)", "s"),
+    Figure("fleet.peak_pss_mib", "fleet: peak PSS of the tree until then", "MiB"),
+    Figure("fleet.peak_rss_mib", "fleet: peak RSS of the tree until then", "MiB"),
+    Figure("fleet.converge_api_requests", "fleet: API requests until then (no watches)", "req"),
+    Figure("fleet.api_per_reconcile", "fleet: API requests per Successful CR", "req"),
+    Figure("fleet.rest_pss_mib", "fleet at rest, just converged: PSS of the tree", "MiB"),
+    Figure("fleet.rest_rss_mib", "fleet at rest, just converged: RSS of the tree", "MiB"),
+    Figure(
+        "fleet.rest_main_pss_mib", "fleet at rest, just converged: PSS of the operator alone", "MiB"
+    ),
+    Figure("fleet.idle_pss_mib", "fleet after {fleet_idle}s idle: PSS of the tree", "MiB"),
+    Figure("fleet.idle_rss_mib", "fleet after {fleet_idle}s idle: RSS of the tree", "MiB"),
+    Figure(
+        "fleet.idle_main_pss_mib",
+        "fleet after {fleet_idle}s idle: PSS of the operator alone",
+        "MiB",
+    ),
+    Figure(
+        "fleet.idle_processes", "fleet after {fleet_idle}s idle: processes in the tree", "count"
+    ),
+    Figure("fleet.idle_cpu_seconds", "fleet: CPU used during {fleet_idle}s idle", "s"),
+    Figure("fleet.idle_api_per_minute", "fleet: API requests per minute while idle", "req/min"),
+    Figure(
+        "fleet.at_cap_pss_mib",
+        "fleet, capped: PSS of the tree at the cap (busy, not at rest)",
+        "MiB",
+    ),
+    Figure(
+        "fleet.at_cap_main_pss_mib",
+        "fleet, capped: PSS of the operator alone at the cap (busy)",
+        "MiB",
+    ),
+    Figure("fleet.stop_seconds", "fleet: SIGTERM to exit with {fleet} CRs", "s"),
+    Figure("fleet.restart_ready_seconds", "fleet restart: process start to /readyz OK", "s"),
+    Figure(
+        "fleet.restart_runs",
+        "fleet restart, nothing changed: runs in the first {fleet_window}s",
+        "count",
+    ),
+    Figure("fleet.restart_cpu_seconds", "fleet restart: CPU seconds in them (tree)", "s"),
+    Figure("fleet.restart_api_requests", "fleet restart: API requests in them", "req"),
+    Figure("fleet.restart_peak_pss_mib", "fleet restart: peak PSS of the tree in them", "MiB"),
+    Figure("fleet.change_seconds", "fleet: one CR changed after them: PATCH → Successful", "s"),
+    Figure("fleet.change_capped_at", "fleet: the changed CR's wait capped at", "s", "context"),
     Figure("latency.other_load", "noise: others' CPU during latency", "CPU share", "context"),
     Figure("burst.other_load", "noise: others' CPU during burst", "CPU share", "context"),
     Figure("steady.other_load", "noise: others' CPU during steady", "CPU share", "context"),
@@ -103,6 +162,15 @@ FIGURES: tuple[Figure, ...] = (
     Figure("burst.kernel_load", "kernel threads' CPU during burst", "CPU share", "context"),
     Figure("steady.kernel_load", "kernel threads' CPU during steady", "CPU share", "context"),
     Figure("churn.kernel_load", "kernel threads' CPU during churn", "CPU share", "context"),
+    Figure(
+        "fleet.other_load", "noise: others' CPU while the fleet converged", "CPU share", "context"
+    ),
+    Figure(
+        "fleet.restart_other_load",
+        "noise: others' CPU after the fleet's restart",
+        "CPU share",
+        "context",
+    ),
 )
 
 

@@ -1,8 +1,10 @@
 """`make bench`: our operator and the Go ansible-operator v1.42.3, side by side.
 
-Usage: python -m bench.run [--quick] [--scenarios latency,burst,steady,churn]
+Usage: python -m bench.run [--quick] [--scenarios latency,burst,steady,churn,fleet]
        [--operators python,go] [--concurrency 4] [--latency N] [--burst N]
-       [--steady M] [--idle S] [--churn C] [--out bench/results] [--no-chart]
+       [--steady M] [--idle S] [--churn C] [--fleet N] [--fleet-idle S]
+       [--fleet-window S] [--fleet-cap S] [--fleet-change-cap S]
+       [--out bench/results] [--no-chart]
 
 Flow: build or reuse the reference (`bench.reference`); start a dedicated
 control plane in a fresh state dir under /tmp (`bench.cluster`, never the
@@ -11,8 +13,11 @@ scenario and each operator (the order alternates per scenario) start that
 operator alone against a fresh namespace, run the scenario (`bench.scenarios`),
 stop the operator and record what it left behind. Finally print the table,
 write bench/results/<timestamp>.json and latest.json, and draw latest.png with
-the reference venv's matplotlib (`bench/chart.py`). Everything it started is
-stopped on exit, also on errors and Ctrl-C.
+the reference venv's matplotlib (`bench/chart.py`); after a fleet run also
+fleet-memory.png, PSS at rest against the fleet's size over every result file in
+the output dir (`bench/fleet_chart.py`). The fleet scenario (`bench.fleet`) starts
+and restarts its operators itself. Everything it started is stopped on exit,
+also on errors and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import procs, reference, report, scenarios
+from bench import fleet, procs, reference, report, scenarios
 from bench.cluster import ApiCounter, BenchCluster
 from bench.operators import OperatorExited, OperatorRun, go_operator, python_operator
 from bench.scenarios import MIB, Context, Sizes
@@ -58,6 +63,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("latency", "burst", "steady", "churn"):
         parser.add_argument(f"--{name}", type=int, default=None, help=f"{name} size")
     parser.add_argument("--idle", type=float, default=None, help="idle seconds (steady)")
+    parser.add_argument("--fleet", type=int, default=None, help="fleet size (CRs)")
+    parser.add_argument(
+        "--fleet-idle", type=float, default=None, help="fleet: seconds at rest after converging"
+    )
+    parser.add_argument(
+        "--fleet-window", type=float, default=None, help="fleet: seconds after the restart"
+    )
+    parser.add_argument(
+        "--fleet-cap",
+        type=float,
+        default=None,
+        help="fleet: wall-time cap of the convergence wait, per operator (0: none)",
+    )
+    parser.add_argument(
+        "--fleet-change-cap",
+        type=float,
+        default=None,
+        help="fleet: wall-time cap of the changed CR's wait (0: none)",
+    )
     parser.add_argument(
         "--latency-rounds", type=int, default=None, help="split latency into rounds (ABBA order)"
     )
@@ -73,11 +97,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+FLEET_SIZES = ("fleet", "fleet_idle", "fleet_window", "fleet_cap", "fleet_change_cap")
+
+
 def sizes_from(args: argparse.Namespace) -> Sizes:
     base = Sizes.quick(args.concurrency) if args.quick else Sizes(concurrency=args.concurrency)
     overrides = {
         k: getattr(args, k)
-        for k in ("latency", "burst", "steady", "churn", "idle", "latency_rounds")
+        for k in (
+            "latency",
+            "burst",
+            "steady",
+            "churn",
+            "idle",
+            "latency_rounds",
+            *FLEET_SIZES,
+        )
         if getattr(args, k) is not None
     }
     return Sizes(**{**base.__dict__, **overrides})
@@ -211,9 +246,52 @@ class Bench:
         say(f"{scenario}/{name}: " + ", ".join(f"{k}={v:.3g}" for k, v in summary.items()))
         return result
 
+    def run_fleet(self, cluster: BenchCluster, api: ApiCounter, name: str) -> dict[str, Any]:
+        """The fleet scenario: it starts (and restarts) the operator itself."""
+        record: dict[str, Any] = {"scenario": "fleet", "operator": name}
+        started: list[OperatorRun] = []
+
+        def start(namespace: str) -> OperatorRun:
+            record["namespace"] = namespace
+            op = self.start_operator(name, cluster, namespace, {})
+            started.append(op)
+            return op
+
+        began = time.monotonic()
+        try:
+            result = fleet.fleet(
+                fleet.FleetContext(
+                    cluster=cluster,
+                    api=api,
+                    sizes=self.sizes,
+                    operator=name,
+                    start=start,
+                    say=say,
+                )
+            )
+        except Exception as err:
+            say(f"fleet/{name} failed: {err}")
+            traceback.print_exc()
+            result = {"error": f"{type(err).__name__}: {err}"}
+        finally:
+            for op in started:
+                if op.proc is not None and op.proc.poll() is None:
+                    record.update(op.stop())
+            if started and not self.args.keep_workdir:
+                started[-1].cleanup()
+        record["seconds"] = time.monotonic() - began
+        record["result"] = result
+        self.runs.append(record)
+        say(f"fleet/{name}: {fleet.summary(result)}")
+        return result
+
     def run_scenario(
         self, cluster: BenchCluster, api: ApiCounter, scenario: str, order: list[str]
     ) -> None:
+        if scenario == "fleet":
+            for name in order:
+                self.results[name][scenario] = self.run_fleet(cluster, api, name)
+            return
         rounds = self.sizes.latency_rounds if scenario == "latency" else 1
         if rounds <= 1:
             for name in order:
@@ -303,6 +381,34 @@ def draw_chart(json_path: Path, png: Path) -> None:
         say(f"chart: {png}")
 
 
+def fleet_lines(results: dict[str, dict[str, Any]]) -> list[str]:
+    """What the table cannot say: which operator's fleet was capped, and where."""
+    return [
+        f"Fleet, {name}: {fleet.summary(res['fleet'])}"
+        for name, res in results.items()
+        if "fleet" in res
+    ]
+
+
+def draw_fleet_chart(out: Path) -> None:
+    """PSS at rest against the fleet's size, from every result file in `out`."""
+    python = reference.default_cache() / "venv" / "bin" / "python"
+    if not python.exists():
+        say("no reference venv: fleet chart skipped")
+        return
+    png = out / "fleet-memory.png"
+    result = subprocess.run(
+        [str(python), str(HERE / "fleet_chart.py"), str(out), str(png)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        say(f"fleet chart failed: {result.stderr.strip()[-500:]}")
+    else:
+        say(f"fleet chart: {png} ({result.stdout.strip()})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     bench = Bench(args)
@@ -315,9 +421,16 @@ def main(argv: list[str] | None = None) -> int:
     path = report.write(data, args.out, stamp)
     sizes = bench.sizes
     print()
+    fleet_sizes = (
+        f", fleet {sizes.fleet} (+ {sizes.fleet_idle:g}s idle, {sizes.fleet_window:g}s after "
+        f"the restart; caps {sizes.fleet_cap:g}s and {sizes.fleet_change_cap:g}s)"
+        if "fleet" in args.scenarios.split(",")
+        else ""
+    )
     print(
         f"Sizes: latency {sizes.latency} CRs per role, burst {sizes.burst}, steady {sizes.steady} "
-        f"+ {sizes.idle:g}s idle, churn {sizes.churn}; concurrency {sizes.concurrency}; "
+        f"+ {sizes.idle:g}s idle, churn {sizes.churn}{fleet_sizes}; "
+        f"concurrency {sizes.concurrency}; "
         f"{os.cpu_count()} CPUs, load {data['meta']['machine']['loadavg_start']} → "
         f"{data['meta']['machine']['loadavg_end']}"
     )
@@ -331,8 +444,12 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table(data["figures"]))
     print()
     print(f"JSON: {path} (and {args.out / 'latest.json'})")
+    for line in fleet_lines(data["results"]):
+        print(line)
     if not args.no_chart:
         draw_chart(path, args.out / "latest.png")
+        if "fleet" in args.scenarios.split(","):
+            draw_fleet_chart(args.out)
     failed = [r for r in bench.runs if "error" in r["result"]]
     return 1 if failed else 0
 

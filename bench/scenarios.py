@@ -1,4 +1,4 @@
-"""The four scenarios, each run against one started operator in a fresh namespace.
+"""The four short scenarios, each run against one started operator in a fresh namespace.
 
 Called by `bench.run`, once per scenario and operator. Every scenario receives
 a `Context` (cluster, running operator, sizes, API counter) and returns a flat
@@ -11,6 +11,9 @@ dict of figures (names as in `bench.report.FIGURES`) plus raw details.
   tree, API requests per reconcile and per idle minute.
 * churn - C create → update → delete cycles (every other cycle deletes without
   waiting for the update's run, i.e. usually while it runs), then leaks.
+
+The fifth, `fleet`, creates its CRs before the operator starts and restarts it, so it
+starts its operators itself: bench/fleet.py.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ class Sizes:
     concurrency: int = 4
     background: float = 60.0  # seconds of quiet cluster to learn its own API traffic
     settle: float = 10.0  # seconds to let trailing work finish before reading leaks
+    # The fleet (bench/fleet.py): N CRs created before the operator starts.
+    fleet: int = 10_000
+    fleet_idle: float = 300.0  # seconds at rest after the fleet converged
+    fleet_window: float = 600.0  # seconds after the restart in which runs are counted
+    fleet_cap: float = 3600.0  # wall-time cap of the convergence wait (0: none)
+    fleet_change_cap: float = 600.0  # wall-time cap of the changed CR's wait (0: none)
 
     @classmethod
     def quick(cls, concurrency: int = 4) -> Sizes:
@@ -54,6 +63,11 @@ class Sizes:
             concurrency=concurrency,
             background=20.0,
             settle=5.0,
+            fleet=1_000,
+            fleet_idle=60.0,
+            fleet_window=120.0,
+            fleet_cap=1200.0,
+            fleet_change_cap=60.0,
         )
 
     def as_labels(self) -> dict[str, Any]:
@@ -64,6 +78,9 @@ class Sizes:
             "idle": f"{self.idle:g}",
             "churn": self.churn,
             "concurrency": self.concurrency,
+            "fleet": self.fleet,
+            "fleet_idle": f"{self.fleet_idle:g}",
+            "fleet_window": f"{self.fleet_window:g}",
         }
 
 
@@ -296,4 +313,5 @@ def _settled_objects(ctx: Context, timeout: float) -> int:
         time.sleep(1)
 
 
-SCENARIOS = ("latency", "burst", "steady", "churn")
+#: `fleet` (bench/fleet.py) runs last: it leaves thousands of objects in the cluster.
+SCENARIOS = ("latency", "burst", "steady", "churn", "fleet")
