@@ -76,6 +76,7 @@ class RunOptions:
     user_metrics_bind_address: str = defaults.USER_METRICS_BIND_ADDRESS
     runner_dir: str = defaults.RUNNER_DIR_ROOT
     warm_ansible: bool = defaults.WARM_ANSIBLE
+    ansible_compat: bool = defaults.ANSIBLE_COMPAT == defaults.ANSIBLE_COMPAT_ON
     zap_encoder: str = "json"
     zap_log_level: str = "info"
     zap_stacktrace_level: str = "error"
@@ -130,11 +131,47 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add("--user-metrics-bind-address", default=d.USER_METRICS_BIND_ADDRESS, help="for osdk_metric")
     add("--runner-dir", default=d.RUNNER_DIR_ROOT, help="root of per-CR ansible-runner dirs")
     _add_bool(parser, "--warm-ansible", d.WARM_ANSIBLE, "fork Ansible from warm interpreters")
+    add_compat_argument(parser)
     add("--zap-encoder", default="json", choices=["json", "console"])
     add("--zap-log-level", default="info")
     add("--zap-stacktrace-level", default="error")
     add("--zap-time-encoding", default="rfc3339")
     _add_bool(parser, "--zap-devel", False, "console encoder, debug level")
+
+
+def add_compat_argument(parser: argparse.ArgumentParser) -> None:
+    """`--ansible-compat`, shared by `run` and `plan` (docs/porting.md)."""
+    parser.add_argument(
+        "--ansible-compat",
+        default=None,
+        help=f"ansible-core 2.18 compatibility mode: {defaults.ANSIBLE_COMPAT_ON} or "
+        f"{defaults.ANSIBLE_COMPAT_OFF} (default: ${defaults.ANSIBLE_COMPAT_ENV}, "
+        f"else {defaults.ANSIBLE_COMPAT})",
+    )
+
+
+def ansible_compat(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """Whether the 2.18 compatibility mode is on: the flag, else the environment, else
+    the default. A bad value is a ConfigError naming where it came from."""
+    if args.ansible_compat is not None:
+        return _compat_value(args.ansible_compat, source="--ansible-compat")
+    raw = environ.get(defaults.ANSIBLE_COMPAT_ENV, "")
+    if raw.strip():
+        return _compat_value(raw, source=f"environment variable {defaults.ANSIBLE_COMPAT_ENV}")
+    return _compat_value(defaults.ANSIBLE_COMPAT, source="config.defaults.ANSIBLE_COMPAT")
+
+
+def _compat_value(value: str, *, source: str) -> bool:
+    """`2.18` is on, `off` is off; anything else is an error naming `source`."""
+    text = value.strip().lower()
+    if text == defaults.ANSIBLE_COMPAT_ON:
+        return True
+    if text == defaults.ANSIBLE_COMPAT_OFF:
+        return False
+    raise ConfigError(
+        f"{source}: invalid value {value!r} "
+        f"(use {defaults.ANSIBLE_COMPAT_ON} or {defaults.ANSIBLE_COMPAT_OFF})"
+    )
 
 
 def _namespaces(environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -228,6 +265,7 @@ def options_from_args(
         user_metrics_bind_address=args.user_metrics_bind_address,
         runner_dir=args.runner_dir,
         warm_ansible=args.warm_ansible,
+        ansible_compat=ansible_compat(args, env),
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"
         if args.zap_devel and args.zap_log_level == "info"

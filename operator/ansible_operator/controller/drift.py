@@ -342,6 +342,7 @@ class PlannerFactory(Protocol):
         ansible_args: str,
         inject_owner_ref: bool,
         cancel: threading.Event,
+        compat_restores: bool = False,
     ) -> Planner: ...
 
 

@@ -30,6 +30,8 @@ from typing import Any
 import kopf
 
 from ansible_operator import __version__
+from ansible_operator.compat import mode as compat_mode
+from ansible_operator.compat.notices import Notice
 from ansible_operator.config import defaults
 from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch, load_watches
@@ -80,6 +82,9 @@ class MetricsHooks:
             result=result,  # type: ignore[arg-type]
             seconds=seconds,
         )
+
+    def compat_deprecation(self, watch: Watch, notice: Notice) -> None:
+        self.metrics.compat_deprecation(gvk=self._gvk(watch), what=notice.what)
 
     def object_seen(self, watch: Watch, event_type: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
@@ -138,11 +143,14 @@ class Manager:
         self.ready = threading.Event()
         self.metrics = OperatorMetrics()
         self.hooks = MetricsHooks(self.metrics)
+        self.compat = compat_mode.resolve(options.ansible_compat)
 
     # -- set-up ------------------------------------------------------------------
 
     def _load(self) -> list[Watch]:
         _apply_ansible_paths(self.options)
+        # Before the warm servers start: every run inherits the mode's settings.
+        compat_mode.apply(self.compat, os.environ)
         watches = load_watches(
             self.options.watches_file,
             max_concurrent_reconciles_default=self.options.max_concurrent_reconciles,
@@ -179,6 +187,7 @@ class Manager:
             ansible_log_events=self.options.ansible_log_events,
             runner_root=Path(self.options.runner_dir),
             run_timeout=self.options.ansible_run_timeout or None,
+            count_notice=self.hooks.compat_deprecation,
         )
         reconcilers = {}
         for watch in watches:
@@ -337,6 +346,8 @@ class Manager:
             # As in the Go operator, no owner injection also means no dependent watches.
             on_touch=dependents.touched if self.options.inject_owner_ref else None,
             bind=f"127.0.0.1:{self.options.proxy_port}",
+            compat_restores=self.compat.restores,
+            events=events,
         )
         proxy.start()
         if not self.options.inject_owner_ref:
@@ -407,6 +418,7 @@ class Manager:
             ansible_args=self.options.ansible_args,
             inject_owner_ref=self.options.inject_owner_ref,
             cancel=cancel,
+            compat_restores=self.compat.restores,
         )
         gate = shard.gate if shard is not None else None
         drift = build_scheduler(

@@ -38,6 +38,7 @@ started never leaves the status or finalizer half-applied.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import threading
 import time
@@ -47,9 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ansible_operator.compat.notices import Notice, RunNotes
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import annotations as cr_annotations
 from ansible_operator.controller import finalizers, reporting
+from ansible_operator.controller.compatlog import observing
 from ansible_operator.controller.driftsettings import settings_for
 from ansible_operator.controller.queue import Key
 from ansible_operator.controller.reporting import EventSink, Reporter
@@ -108,6 +111,8 @@ class ReconcileSettings:
     ansible_log_events: str
     runner_root: Path
     run_timeout: float | None
+    # Told each 2.18 behaviour a run relied on (controller.compatlog): the metric.
+    count_notice: Callable[[Watch, Notice], None] | None = None
 
 
 def _now() -> datetime.datetime:
@@ -320,9 +325,11 @@ class Reconciler:
         Raises errors.Permanent (RunSetupError, or an invalid CR) or OSError when
         the run could not be set up.
         """
-        with self.access.kubeconfig_for(obj, controller=controller_name(self.watch)) as kubeconfig:
+        notes = RunNotes()  # what the proxy did for the 2.18 compatibility mode
+        controller = controller_name(self.watch)
+        with self.access.kubeconfig_for(obj, controller=controller, notes=notes) as kubeconfig:
             request = self._request(
-                obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log
+                obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log, notes=notes
             )
             what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
             path = request.playbook or request.role
@@ -339,6 +346,7 @@ class Reconciler:
         deleting: bool,
         kubeconfig: Path,
         log: ObjectLogger,
+        notes: RunNotes,
     ) -> RunRequest:
         return build_run_request(
             self.watch,
@@ -349,6 +357,7 @@ class Reconciler:
             settings=self.settings,
             cancel=self.cancel,
             log=log,
+            notes=notes,
         )
 
     def _after_run(
@@ -426,12 +435,14 @@ def build_run_request(
     settings: ReconcileSettings,
     cancel: threading.Event,
     log: ObjectLogger,
+    notes: RunNotes | None = None,
 ) -> RunRequest:
     """The RunRequest of one reconcile (or finalizer run when `deleting`) of `obj`.
 
     Shared by the reconciler and `ansible-operator plan` (ansible_operator.plan),
     so a plan runs with exactly the extra vars, role or playbook, verbosity and
-    Ansible arguments a reconcile would.
+    Ansible arguments a reconcile would. With `notes` (the run's, also given to its
+    proxy Owner) the run's 2.18 behaviours are logged and counted (controller.compatlog).
     """
     gvk, meta = watch.gvk, obj["metadata"]
     playbook, role = watch.playbook, watch.role
@@ -452,6 +463,11 @@ def build_run_request(
     )
     verbosity = cr_annotations.verbosity(obj, log)
     artifacts = cr_annotations.max_runner_artifacts(obj, log)
+    on_event = task_logger(settings.ansible_log_events, log)
+    if notes is not None:
+        counter = settings.count_notice
+        count = functools.partial(counter, watch) if counter is not None else None
+        on_event = observing(on_event, notes=notes, log=log, count=count)
     return RunRequest(
         ident=ident,
         group=gvk.group,
@@ -469,5 +485,5 @@ def build_run_request(
         timeout=settings.run_timeout,
         cancel=cancel,
         runner_root=settings.runner_root,
-        on_event=task_logger(settings.ansible_log_events, log),
+        on_event=on_event,
     )

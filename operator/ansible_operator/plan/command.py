@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import datetime
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -30,8 +31,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat import mode as compat_mode
+from ansible_operator.compat.notices import Notice, RunNotes
 from ansible_operator.config import defaults
+from ansible_operator.config.options import add_compat_argument, ansible_compat
 from ansible_operator.config.watches import Watch, load_watches
+from ansible_operator.controller.compatlog import observing
 from ansible_operator.controller.reconciler import ReconcileSettings, build_run_request
 from ansible_operator.controller.runaccess import RunAccess
 from ansible_operator.controller.watching import controller_name
@@ -72,6 +77,7 @@ def add_plan_parser(sub: Any) -> None:
         default=str(defaults.WARM_ANSIBLE).lower(),
         help="fork Ansible from warm interpreters, as the operator does (default true)",
     )
+    add_compat_argument(plan)
 
 
 def _usage_error(args: argparse.Namespace) -> str:
@@ -95,12 +101,16 @@ def run_plan(args: argparse.Namespace) -> int:
         )
         kube = Kube(load_api_client())
         found = _target(args, watches, kube)
+        # As `run` does, before the warm servers start.
+        compat = compat_mode.resolve(ansible_compat(args, os.environ))
+        compat_mode.apply(compat, os.environ)
         plan = make_plan(
             found,
             kube=kube,
             ansible_args=args.ansible_args,
             deleting=args.delete,
             warm=args.warm_ansible == "true",
+            compat_restores=compat.restores,
         )
     except OperatorError as err:
         print(f"ansible-operator plan: {' '.join(str(err).split())}", file=sys.stderr)
@@ -126,7 +136,13 @@ def _target(args: argparse.Namespace, watches: list[Watch], kube: Kube) -> targe
 
 
 def make_plan(
-    found: target.Target, *, kube: Kube, ansible_args: str, deleting: bool, warm: bool
+    found: target.Target,
+    *,
+    kube: Kube,
+    ansible_args: str,
+    deleting: bool,
+    warm: bool,
+    compat_restores: bool = False,
 ) -> report.Plan:
     """Run the plan of `found` (see the module docstring) and read it back."""
     root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
@@ -134,7 +150,12 @@ def make_plan(
     try:
         runner = AnsibleRunner(root=root, warm=servers)
         return plan_with(
-            found, kube=kube, runner=runner, ansible_args=ansible_args, deleting=deleting
+            found,
+            kube=kube,
+            runner=runner,
+            ansible_args=ansible_args,
+            deleting=deleting,
+            compat_restores=compat_restores,
         )
     finally:
         _stop(servers)
@@ -150,6 +171,7 @@ def plan_with(
     deleting: bool,
     inject_owner_ref: bool = True,
     cancel: threading.Event | None = None,
+    compat_restores: bool = False,
 ) -> report.Plan:
     """The plan of `found`, run by `runner` (the operator's own for drift checks,
     plan.drift) in a private runner directory, through a proxy of its own."""
@@ -162,11 +184,14 @@ def plan_with(
         inject_owner_ref=inject_owner_ref,
         on_dry_run=journal.record,
         quiet=True,
+        # As the operator's proxy: a plan must see what a run would send.
+        compat_restores=compat_restores,
     )
     proxy.start()
     # No sweep: inside the operator it would take the operator's own directory.
     access = RunAccess(credentials=credentials, proxy_url=proxy.url, sweep=False)
     root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
+    deprecations: list[Notice] = []
     try:
         result = _run(
             found,
@@ -176,6 +201,7 @@ def plan_with(
             journal=journal,
             args=ansible_args,
             cancel=cancel or threading.Event(),
+            deprecations=deprecations,
         )
     finally:
         proxy.stop()
@@ -197,6 +223,7 @@ def plan_with(
         analysis=changes.analyze(journal.entries, cr=found.obj),
         error=_error(result),
         run_seconds=result.duration,
+        deprecations=tuple(deprecations),
     )
 
 
@@ -222,6 +249,7 @@ def _run(
     journal: Journal,
     args: str,
     cancel: threading.Event,
+    deprecations: list[Notice],
 ) -> RunResult:
     watch = found.watch
     meta = found.obj["metadata"]
@@ -236,8 +264,9 @@ def _run(
         run_timeout=None,
     )
     deleting = bool(meta.get("deletionTimestamp"))
+    notes = RunNotes()
     with access.kubeconfig_for(
-        found.obj, controller=controller_name(watch), read_only=True
+        found.obj, controller=controller_name(watch), read_only=True, notes=notes
     ) as kubeconfig:
         request = build_run_request(
             watch,
@@ -249,7 +278,8 @@ def _run(
             cancel=cancel,
             log=logger,
         )
-        request = dataclasses.replace(request, on_event=journal.observe)
+        on_event = observing(journal.observe, notes=notes, log=logger, count=deprecations.append)
+        request = dataclasses.replace(request, on_event=on_event)
         return runner.run(request)
 
 

@@ -50,6 +50,7 @@ def make_planner(
     ansible_args: str,
     inject_owner_ref: bool,
     cancel: threading.Event,
+    compat_restores: bool = False,
 ) -> Planner:
     """A Planner for controller.drift, running plans with the operator's `runner`."""
 
@@ -64,6 +65,7 @@ def make_planner(
                 deleting=False,
                 inject_owner_ref=inject_owner_ref,
                 cancel=cancel,
+                compat_restores=compat_restores,
             )
         except (OperatorError, OSError) as err:
             return Findings(drifted=(), error=" ".join(str(err).split()) or type(err).__name__)

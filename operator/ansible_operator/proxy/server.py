@@ -59,6 +59,7 @@ from kubernetes.client import Configuration
 from ansible_operator.errors import ConfigError, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, NotFound, ResourceInfo
+from ansible_operator.observability.events import EventRecorder
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.handler import ProxyHandler
 from ansible_operator.proxy.ownership import (
@@ -76,6 +77,7 @@ from ansible_operator.proxy.ownership import (
     write_kind,
 )
 from ansible_operator.proxy.readonly import DryRunWrite
+from ansible_operator.proxy.screen import Screened, screen
 from ansible_operator.proxy.upstream import Upstream, UpstreamError, shutdown_socket
 
 log = logging.getLogger("ansible_operator.proxy")
@@ -176,6 +178,8 @@ class ApiProxy:
         on_dry_run: OnDryRun | None = None,
         bind: str = "127.0.0.1:0",
         quiet: bool = False,
+        compat_restores: bool = False,
+        events: EventRecorder | None = None,
     ) -> None:
         """`quiet`: a short-lived proxy of one plan (a drift check plans every period)
         logs its start at debug level only, and no warning about `inject_owner_ref`
@@ -188,6 +192,10 @@ class ApiProxy:
         self.on_touch = on_touch
         # Told every write (and refusal) of a read-only run: what a plan records.
         self.on_dry_run = on_dry_run
+        # The 2.18 compatibility mode restores: numbers in string fields go as text.
+        self.compat_restores = compat_restores
+        # Warning Events of refused requests (proxy.screen); none without a recorder.
+        self.events = events
         self.upstream = Upstream(upstream)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -404,6 +412,22 @@ class ApiProxy:
             second.data[:300].decode(errors="replace"),
         )
         return response
+
+    def screen(
+        self, owner: Owner, method: str, info: RequestInfo, content_type: str, body: bytes
+    ) -> Screened:
+        """proxy.screen's rules for one request of a run (called by the handler)."""
+        return screen(
+            owner,
+            method=method,
+            info=info,
+            content_type=content_type,
+            body=body,
+            resource=self._resource,
+            kube=self.kube,
+            restores=self.compat_restores,
+            events=self.events,
+        )
 
     def dry_run_done(self, owner: Owner, write: DryRunWrite) -> None:
         if self.on_dry_run is None:
