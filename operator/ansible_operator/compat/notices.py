@@ -101,10 +101,19 @@ def classify(message: str) -> str | None:
     return None
 
 
+def _unwrap(text: str) -> str:
+    """2.18 wraps its warnings at the terminal's width, also after a hyphen: a
+    path such as /opt/my-operator is cut at "my-"; join such lines without a space."""
+    joined = ""
+    for line in (part.strip() for part in text.splitlines()):
+        if line:
+            joined += line if not joined or joined.endswith("-") else " " + line
+    return joined
+
+
 def _deprecation_texts(event: str, stdout: str, data: Mapping[str, Any]) -> Iterable[str]:
     if event == "deprecated":  # 2.18: the text is only in the display output
-        text = " ".join(_ANSI.sub("", stdout).split())
-        yield text.removeprefix("[DEPRECATION WARNING]:").strip()
+        yield _unwrap(_ANSI.sub("", stdout)).removeprefix("[DEPRECATION WARNING]:").strip()
         return
     if event not in _RESULT_EVENTS and event not in _ITEM_EVENTS:
         return

@@ -79,6 +79,20 @@ def test_deprecations_in_events(
         assert (notice.task, notice.task_path) == (TASK["task"], TASK["task_path"])
 
 
+def test_218_wrapped_lines_are_joined_as_written() -> None:
+    seen: list[Notice] = []
+    stdout = (
+        "\x1b[0;35m[DEPRECATION WARNING]: Conditional result at location /opt/my-\x1b[0m\r\n"
+        "\x1b[0;35moperator/r.yml 5:9 was of type 'int'. Conditional results should only be\r\n"
+        " True or False.\x1b[0m"
+    )
+    NoticeObserver(notes=RunNotes(), report=seen.append).observe("deprecated", stdout, TASK)
+    assert [n.message for n in seen] == [
+        "Conditional result at location /opt/my-operator/r.yml 5:9 was of type 'int'. "
+        "Conditional results should only be True or False."
+    ]
+
+
 def test_proxy_notes_belong_to_the_next_task_result() -> None:
     notes = RunNotes()
     seen: list[Notice] = []
