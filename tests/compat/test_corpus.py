@@ -361,3 +361,42 @@ def test_a_run_cannot_resurrect_its_deleted_cr(api_client: Any, lines: list[Line
     )
     assert [e.type for e in events.items] == ["Warning"], events.items
     assert "it was deleted while the run was in progress" in events.items[0].message
+
+
+@pytest.mark.cluster
+def test_plan_lists_the_behaviours_a_role_relies_on(
+    api_client: Any, lines: list[Line], kubeconfig_path: Path
+) -> None:
+    """`ansible-operator plan` of an existing CR lists what is left to port."""
+    import json  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    line = lines[0]  # the mode on, on either line
+    _finished(api_client, line, "idioms", "configmap-number")
+    env = {**os.environ, **line.operator.env, "KUBECONFIG": str(kubeconfig_path)}
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-operator"),
+            "plan",
+            "Idiom",
+            "when-length",
+            "-n",
+            line.namespace,
+            "-o",
+            "json",
+        ],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode in {0, 2}, proc.stderr
+    listed = json.loads(proc.stdout)["compatDeprecations"]
+    assert [(d["what"], d["task"]) for d in listed] == [
+        ("broken-conditional", "Note the items (a length as the conditional)")
+    ], listed
+    assert listed[0]["taskPath"].endswith("roles/idioms/tasks/when_length.yml:2")
