@@ -99,7 +99,10 @@ def test_cross_namespace_object_gets_owner_annotations_and_its_change_reruns_the
     # operator), so this operator watches both the CR's and the target's.
     ns, other = make_namespace(api_client, "e2e-span"), other_namespace
     operator = OperatorProcess(
-        kubeconfig=kubeconfig_path, workdir=tmp_path, env={"WATCH_NAMESPACE": f"{ns},{other}"}
+        kubeconfig=kubeconfig_path,
+        workdir=tmp_path,
+        env={"WATCH_NAMESPACE": f"{ns},{other}"},
+        args=["--zap-log-level=2"],  # for the blacklist's debug line below
     ).start()
     try:
         core = client.CoreV1Api(api_client)
@@ -121,6 +124,18 @@ def test_cross_namespace_object_gets_owner_annotations_and_its_change_reruns_the
         wait_for(
             "the owner's role restores the value",
             lambda: (configmap(api_client, other, "span-span") or {}).get("value") == "wanted",
+            timeout=60,
+        )
+
+        # The rendered line, as the JSON formatter writes it, names the resource (as the
+        # Go operator's does), never a placeholder such as <Touch>.
+        create_cr(api_client, ns, "blinds", "Blind", "hidden", {"value": "v"})
+        line = (
+            f"Resource will not be watched/cached (blacklisted): v1 ConfigMap hidden-blind in {ns}"
+        )
+        wait_for(
+            "the blacklist's debug line",
+            lambda: bool(operator.logged(lambda e: e.get("msg") == line)),
             timeout=60,
         )
     finally:

@@ -7,7 +7,6 @@ killing them never disturbs other tests.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import time
@@ -122,30 +121,33 @@ def test_sigterm_during_a_run_exits_cleanly_and_the_cr_converges_after_restart(
         restarted.stop()
 
 
-def _kill_leftovers(needle: str) -> None:
-    """SIGKILL the processes whose command line holds `needle` (a killed operator's runs)."""
+def _watchdog_of(pid: int) -> int:
+    """The lifeline watchdog the operator process `pid` started (runner/lifeline.py)."""
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit():
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = (entry / "stat").read_bytes().rsplit(b")", 1)[-1].split()
+            cmd = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if needle in cmd:
-            with contextlib.suppress(OSError):
-                os.kill(int(entry.name), signal.SIGKILL)
+        if int(stat[1]) == pid and b"ansible_operator.runner.lifeline" in cmd:
+            return int(entry.name)
+    raise AssertionError(f"operator {pid} has no lifeline watchdog")
 
 
 def test_a_killed_operators_leftovers_are_removed_by_the_next_one(
     api_client: Any, kubeconfig_path: Path, own_namespace: str, tmp_path: Path
 ) -> None:
-    """Its kubeconfig directory, and the scratch directory of the run it was in."""
+    """When its watchdog died with it (tests/e2e/test_killed.py has the watchdog at
+    work): the run it was in, its private directory with the run kubeconfigs, and the
+    run's scratch directory."""
     temp = tmp_path / "tmp"  # the operators' own TMPDIR, so nothing else is in it
     temp.mkdir()
     env = {"WATCH_NAMESPACE": own_namespace, "TMPDIR": str(temp)}
 
-    def kubeconfig_dirs() -> list[str]:
-        return sorted(p.name for p in temp.glob("ansible-operator-kubeconfigs-*"))
+    def private_dirs() -> list[str]:
+        return sorted(p.name for p in temp.glob("ansible-operator-private-*"))
 
     killed = OperatorProcess(kubeconfig=kubeconfig_path, workdir=tmp_path, env=env, name="killed")
     # The same runner directory, as a restarted pod's.
@@ -163,26 +165,26 @@ def test_a_killed_operators_leftovers_are_removed_by_the_next_one(
     try:
         killed.start()
         assert killed.proc is not None
-        left = kubeconfig_dirs()
+        left = private_dirs()
         assert [d.split("-")[3] for d in left] == [str(killed.proc.pid)]
         # A sleep length no other process on the machine uses, to find the run by.
         create_cr(api_client, own_namespace, "sleepers", "Sleeper", "nap", {"delay": 4322})
         wait_for("the run is sleeping", lambda: bool(run_processes("sleep 4322")), timeout=60)
         assert len(scratch_dirs()) == 1
+        os.kill(_watchdog_of(killed.proc.pid), signal.SIGKILL)
         killed.signal(signal.SIGKILL)
         killed.wait(10)
-        # Its run would go on without it; a killed pod's runs die with the pod.
-        _kill_leftovers("sleep 4322")
-        _kill_leftovers(str(killed.runner_dir))
-        assert kubeconfig_dirs() == left  # nobody could remove it
+        assert run_processes("sleep 4322")  # nobody is left to end the run
+        assert private_dirs() == left  # nor to remove its directory
         assert len(scratch_dirs()) == 1
 
         successor.start()
         assert successor.proc is not None
-        now = kubeconfig_dirs()
+        assert not run_processes("sleep 4322")  # killed before the successor's first run
+        now = private_dirs()
         assert [d.split("-")[3] for d in now] == [str(successor.proc.pid)]
-        messages = {line.get("msg") for line in successor.log_lines()}
-        assert "Removed 1 kubeconfig directories of operators that were killed" in messages
+        messages = {str(line.get("msg")) for line in successor.log_lines()}
+        assert any(m.startswith("Killed ") and "operators that are gone" in m for m in messages)
         assert "Removed 1 scratch directories of runs that never finished" in messages
         # The marker exists: the successor's run finishes at once, and leaves nothing.
         wait_condition(api_client, own_namespace, "sleepers", "nap", "Successful")
@@ -191,4 +193,4 @@ def test_a_killed_operators_leftovers_are_removed_by_the_next_one(
         # Also when an assertion failed before the kill: no operator outlives the test.
         killed.stop()
         successor.stop()
-    assert kubeconfig_dirs() == []  # a clean stop removes its own
+    wait_for("a clean stop removes its own", lambda: private_dirs() == [], timeout=30)

@@ -41,6 +41,7 @@ from ansible_operator.controller.leader import ElectionConfig, LeaderElector, de
 from ansible_operator.controller.queue import Key, WorkQueue
 from ansible_operator.controller.reconciler import Reconciler, ReconcileSettings
 from ansible_operator.controller.runaccess import RunAccess
+from ansible_operator.controller.rundirsweep import start_sweep
 from ansible_operator.controller.sharding.shard import Shard, ShardOptions, make_shard
 from ansible_operator.controller.watching import PrimaryWatch, controller_name, register
 from ansible_operator.controller.workers import Outcome, WorkerPool
@@ -51,8 +52,8 @@ from ansible_operator.observability.health import HealthServer
 from ansible_operator.observability.metrics import MetricsServer, OperatorMetrics, format_gvk
 from ansible_operator.observability.usermetrics import UserMetricsServer
 from ansible_operator.proxy import ApiProxy, RunCredentials
-from ansible_operator.runner import inputdir
 from ansible_operator.runner.ansible import AnsibleRunner
+from ansible_operator.runner.lifeline import Lifeline
 from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
 
 log = logging.getLogger("ansible_operator.manager")
@@ -144,6 +145,7 @@ class Manager:
         self.metrics = OperatorMetrics()
         self.hooks = MetricsHooks(self.metrics)
         self.compat = compat_mode.resolve(options.ansible_compat)
+        self.lifeline: Lifeline  # set first thing in run()
 
     # -- set-up ------------------------------------------------------------------
 
@@ -175,12 +177,9 @@ class Manager:
         warm: WarmServers | None,
         shard: Shard | None = None,
     ) -> dict[str, Reconciler]:
-        runner = AnsibleRunner(root=Path(self.options.runner_dir), warm=warm)
-        # Before the first run (and after leadership): any scratch directory
-        # there is a killed predecessor's.
-        removed = inputdir.sweep_scratch_dirs(Path(self.options.runner_dir))
-        if removed:
-            log.info("Removed %d scratch directories of runs that never finished", removed)
+        runner = AnsibleRunner(
+            root=Path(self.options.runner_dir), warm=warm, extra_env=self.lifeline.env()
+        )
         settings = ReconcileSettings(
             reconcile_period=self.options.reconcile_period,
             ansible_args=self.options.ansible_args,
@@ -262,6 +261,20 @@ class Manager:
 
     def run(self) -> int:
         watches = self._load()
+        # First: nothing is started for a run before the lifeline that ends it.
+        self.lifeline = Lifeline.start(
+            runner_root=Path(self.options.runner_dir),
+            log_args=[
+                f"--zap-encoder={self.options.zap_encoder}",
+                f"--zap-time-encoding={self.options.zap_time_encoding}",
+            ],
+        )
+        try:
+            return self._run(watches)
+        finally:
+            self.lifeline.close()
+
+    def _run(self, watches: list[Watch]) -> int:
         self.metrics.set_build_info(version=__version__, commit="unknown")
         api_client = load_api_client()
         kube = Kube(api_client)
@@ -354,10 +367,14 @@ class Manager:
             log.warning(
                 "Warning: injection of owner references and dependent watches is turned off"
             )
-        access = RunAccess(credentials=credentials, proxy_url=proxy.url)
+        access = RunAccess(
+            credentials=credentials, proxy_url=proxy.url, parent=self.lifeline.private_dir
+        )
         # After leadership, before the first run; stopped after the last run below.
         warm = start_warm_servers(
-            enabled=self.options.warm_ansible, runner_root=Path(self.options.runner_dir)
+            enabled=self.options.warm_ansible,
+            runner_root=Path(self.options.runner_dir),
+            extra_env=self.lifeline.env(),
         )
         reconcilers = self._reconcilers(
             watches, kube, events, queue, access, warm=warm, shard=shard
@@ -372,7 +389,10 @@ class Manager:
         for watch in watches:
             hook = self._object_hook(watch, shard, drift)
             register(registry, PrimaryWatch(watch, queue, on_object=hook))
-        _register_kopf_basics(registry)
+        _register_kopf_basics(registry, kube)
+        start_sweep(
+            kube, watches, root=Path(self.options.runner_dir), namespaces=self.options.namespaces
+        )
         try:
             asyncio.run(self._kopf(registry))
         finally:
@@ -414,7 +434,9 @@ class Manager:
         cancel = threading.Event()
         planner = self.planner(
             kube=kube,
-            runner=AnsibleRunner(root=Path(self.options.runner_dir), warm=warm),
+            runner=AnsibleRunner(
+                root=Path(self.options.runner_dir), warm=warm, extra_env=self.lifeline.env()
+            ),
             ansible_args=self.options.ansible_args,
             inject_owner_ref=self.options.inject_owner_ref,
             cancel=cancel,
@@ -506,10 +528,15 @@ def _take_over_signals(
                 loop.add_signal_handler(sig, on_signal, sig)
 
 
-def _register_kopf_basics(registry: kopf.OperatorRegistry) -> None:
+def _register_kopf_basics(registry: kopf.OperatorRegistry, kube: Kube) -> None:
     @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> Any:
-        return kopf.login_via_client(**kwargs)
+    def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo:
+        # Our own client's login, not kopf.login_via_client: that one loads the
+        # kubeconfig again and leaves its embedded keys in $TMPDIR (kube/login.py).
+        return kopf.ConnectionInfo(
+            **kube.login_fields(),
+            trust_env=settings.networking.trust_env,
+        )
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

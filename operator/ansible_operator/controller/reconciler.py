@@ -240,14 +240,17 @@ class Reconciler:
         return Outcome(error=err, requeue_after=period if period > 0 else None)
 
     def _forget(self, key: Key) -> None:
+        self._forget_dir(namespace=key.namespace, name=key.name)
+
+    def _forget_dir(self, *, namespace: str, name: str) -> None:
         gvk = self.watch.gvk
         inputdir.remove_cr_dir(
             root=self.settings.runner_root,
             group=gvk.group,
             version=gvk.version,
             kind=gvk.kind,
-            namespace=key.namespace,
-            name=key.name,
+            namespace=namespace,
+            name=name,
         )
 
     # -- the run -------------------------------------------------------------------
@@ -394,6 +397,9 @@ class Reconciler:
         self.report.event(
             obj, type="Normal", reason=reporting.FINALIZED, message="Finalizer run succeeded"
         )
+        # The CR goes now: its directory (extra vars = its content) goes with it, not
+        # only when a later reconcile finds it gone, which a kill right now would skip.
+        self._forget_dir(namespace=meta.get("namespace", ""), name=meta["name"])
         return Outcome(forget=True)
 
     def _succeeded(

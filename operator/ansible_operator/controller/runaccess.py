@@ -18,14 +18,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
-import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ansible_operator.compat.notices import RunNotes
+from ansible_operator.kube import login
 from ansible_operator.proxy import Owner, RunCredentials, write_kubeconfig
 
 log = logging.getLogger("ansible_operator.runaccess")
@@ -34,16 +33,25 @@ DIR_PREFIX = "ansible-operator-kubeconfigs-"
 
 
 class RunAccess:
-    def __init__(self, *, credentials: RunCredentials, proxy_url: str, sweep: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        credentials: RunCredentials,
+        proxy_url: str,
+        sweep: bool = True,
+        parent: Path | None = None,
+    ) -> None:
         """`sweep=False` for a second RunAccess in the same process (plans, drift checks):
-        the sweep takes a directory with our own pid for a dead predecessor's."""
+        the sweep takes a directory with our own pid for a dead predecessor's. `parent`:
+        the operator's private directory (runner/lifeline.py), which its watchdog
+        removes whatever ends the operator; else the temp dir."""
         self.credentials = credentials
         self.proxy_url = proxy_url
-        # 0700, in the temp dir, never inside artifacts; removed by close().
+        # 0700, never inside artifacts; removed by close().
         removed = sweep_stale(Path(tempfile.gettempdir())) if sweep else 0
         if removed:
             log.info("Removed %d kubeconfig directories of operators that were killed", removed)
-        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent))
 
     @contextlib.contextmanager
     def kubeconfig_for(
@@ -93,44 +101,6 @@ class RunAccess:
 
 
 def sweep_stale(parent: Path) -> int:
-    """Remove the kubeconfig directories in `parent` left by operators that died.
-
-    Called before this process makes its own, so a directory carrying our own
-    pid is an earlier incarnation's (a restarted container often gets the
-    same pid). Only directories of this user are touched; a pid that now
-    belongs to another live process keeps its directory (harmless, and never
-    a live operator's loss). Returns how many were removed.
-    """
-    removed = 0
-    with contextlib.suppress(OSError):
-        for entry in parent.iterdir():
-            pid = _owner_pid(entry)
-            if pid is None or (pid != os.getpid() and _alive(pid)):
-                continue
-            shutil.rmtree(entry, ignore_errors=True)
-            removed += not entry.exists()
-    return removed
-
-
-def _owner_pid(entry: Path) -> int | None:
-    """The pid in a kubeconfig directory's name, if `entry` is one of ours."""
-    if not entry.name.startswith(DIR_PREFIX):
-        return None
-    pid, sep, _ = entry.name[len(DIR_PREFIX) :].partition("-")
-    if not (sep and pid.isdigit()):
-        return None
-    try:
-        info = entry.lstat()  # never follows a symlink
-    except OSError:
-        return None
-    return int(pid) if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
+    """Remove the kubeconfig directories in `parent` left by operators that died
+    (before this process makes its own); returns how many were removed."""
+    return login.sweep_stale_dirs(parent, DIR_PREFIX)

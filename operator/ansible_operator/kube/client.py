@@ -33,11 +33,12 @@ from kubernetes.client import rest
 from kubernetes.client.api_client import RequestSerialized
 
 from ansible_operator.errors import KubeUnavailable, Permanent
-from ansible_operator.kube import deepjson
+from ansible_operator.kube import deepjson, login
 
 JSON = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
+_LIST_PAGE = 500
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -114,6 +115,10 @@ class KubeApi(Protocol):
 
     def create(self, res: ResourceInfo, *, namespace: str, body: Mapping[str, Any]) -> JSON: ...
 
+    def list_names(self, res: ResourceInfo, *, namespace: str = "") -> set[tuple[str, str]]:
+        """(namespace, name) of every object of a kind, in `namespace` or in all."""
+        ...
+
 
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
     """An ApiClient for `kubeconfig`, else $KUBECONFIG, in-cluster, or ~/.kube/config."""
@@ -123,8 +128,8 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return client.ApiClient(configuration)
     path = path or str(Path.home() / ".kube" / "config")
-    api: client.ApiClient = config.new_client_from_config(config_file=path)  # type: ignore[no-untyped-call]
-    return api
+    # Not config.new_client_from_config: it leaves embedded keys in $TMPDIR (kube.login).
+    return client.ApiClient(login.load(path))
 
 
 def _error(status: int, payload: bytes) -> ApiError | KubeUnavailable:
@@ -151,6 +156,10 @@ class Kube(KubeApi):
         self.timeout = timeout
         self._discovery: dict[str, list[JSON]] = {}
         self._lock = threading.Lock()
+
+    def login_fields(self) -> dict[str, Any]:
+        """This client's login as kopf's `ConnectionInfo` fields (kube/login.py)."""
+        return login.connection_fields(self.api_client.configuration)
 
     def request(
         self,
@@ -274,6 +283,19 @@ class Kube(KubeApi):
             return self.get(res, namespace=namespace, name=name)
         except NotFound:
             return None
+
+    def list_names(self, res: ResourceInfo, *, namespace: str = "") -> set[tuple[str, str]]:
+        names: set[tuple[str, str]] = set()
+        query: list[tuple[str, str]] = [("limit", str(_LIST_PAGE))]
+        while True:  # pages, so a fleet's objects are never all in memory at once
+            page = self.request("GET", res.path(namespace=namespace), query=query)
+            for item in page.get("items") or ():
+                meta = item.get("metadata") or {}
+                names.add((str(meta.get("namespace") or ""), str(meta.get("name"))))
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return names
+            query = [("limit", str(_LIST_PAGE)), ("continue", str(token))]
 
     def replace_status(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON:
         meta = obj["metadata"]

@@ -66,7 +66,8 @@ _SERVER_OWNED = (
 )
 
 Verb = str
-"""A KubeApi method name: "resource", "get", "get_or_none", "replace_status", "patch", "create"."""
+"""A KubeApi method name: "resource", "get", "get_or_none", "replace_status", "patch", "create",
+"list_names"."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,15 @@ class FakeKube(KubeApi):
         with self._lock:
             found = self._objects.get(self._key(res, namespace, name))
             return copy.deepcopy(found) if found is not None else None
+
+    def list_names(self, res: ResourceInfo, *, namespace: str = "") -> set[tuple[str, str]]:
+        self._enter(Call("list_names", res.kind, namespace))
+        with self._lock:
+            return {
+                (key[2], key[3])
+                for key in self._objects
+                if key[:2] == (res.api_version, res.kind) and namespace in ("", key[2])
+            }
 
     def replace_status(self, res: ResourceInfo, obj: Mapping[str, Any]) -> JSON:
         meta = obj["metadata"]

@@ -41,7 +41,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from ansible_runner.exceptions import ConfigurationError
 
 from ansible_operator.config import defaults
 from ansible_operator.errors import RunSetupError
-from ansible_operator.runner import inputdir, ptyreap
+from ansible_operator.runner import inputdir, nolog, ptyreap, tempdirs
 from ansible_operator.runner.base import FailedTask, Outcome, RunRequest, RunResult
 from ansible_operator.runner.events import JobEvent, RunObserver, RunSummary
 from ansible_operator.runner.sweep import MARKER_ENV, kill_run_processes, remove_ansible_temp
@@ -100,6 +100,9 @@ class _RunWatch:
     def on_event(self, raw: Any) -> bool:
         # Raising here would abort ansible-runner mid-run and orphan ansible-playbook.
         try:
+            if isinstance(raw, MutableMapping):
+                # Before ansible-runner writes the event and its stdout (runner/nolog.py).
+                nolog.censor_event_output(raw)
             event = JobEvent.from_runner(raw if isinstance(raw, Mapping) else {})
             self.observer.observe(event)
         except Exception:
@@ -189,7 +192,8 @@ class AnsibleRunner:
     inventory pins and whose bin/ directory goes first on PATH. With `warm` (the warm
     package's servers, started by the caller) the run's PATH starts with the warm
     `ansible-playbook` shim and the default inventory names the warm interpreter
-    client; without it every run is cold.
+    client; without it every run is cold. `extra_env` goes into every run's
+    environment (the lifeline's owner value, runner/lifeline.py).
     """
 
     def __init__(
@@ -200,10 +204,12 @@ class AnsibleRunner:
         pexpect_timeout: float = 0.25,
         stdout_tail_chars: int = 8192,
         warm: WarmServers | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self._root = Path(defaults.RUNNER_DIR_ROOT) if root is None else root
         self._python = python
         self._warm = warm
+        self._extra_env = dict(extra_env or {})
         self._settings = {"pexpect_timeout": pexpect_timeout}
         self._tail_chars = stdout_tail_chars
         ptyreap.install()  # no fixed 0.1 s sleep after each run (see runner/ptyreap.py)
@@ -229,7 +235,7 @@ class AnsibleRunner:
         watch = _RunWatch(request, marker=marker, artifact_dir=artifact_dir)
         kwargs = self._runner_kwargs(request, data_dir, environ, watch, marker)
         scratch = inputdir.scratch_dir(data_dir, request.ident, root=root)
-        kwargs["envvars"]["TMPDIR"] = str(scratch)
+        kwargs["envvars"] |= tempdirs.run_temp_env(scratch, environ)
         finished: _Finished | None = None
         killed = True
         try:
@@ -261,7 +267,7 @@ class AnsibleRunner:
     ) -> dict[str, Any]:
         bin_dir = os.path.dirname(self._python)  # where ansible-playbook lives
         path = [bin_dir, environ.get("PATH", "")]
-        env = {MARKER_ENV: marker}
+        env = {**self._extra_env, MARKER_ENV: marker}
         if self._warm is not None:
             path.insert(0, str(self._warm.bin_dir))  # the warm ansible-playbook shim
             env |= self._warm.run_env()

@@ -3,7 +3,7 @@
 Where this sits: runner/ansible.py calls `prepare()` before every run and
 `finish_run()` after it; the controller calls `remove_cr_dir()` once a custom
 resource is gone (the Go operator never does, AOP issue #47), and
-`sweep_scratch_dirs()` once at start-up, before the first run. Layout, kept
+`sweep_scratch_dirs()` at start-up, before the first run (runner/lifeline.py). Layout, kept
 compatible with the Go operator so existing debugging habits still work:
 
     <root>/<group>/<version>/<Kind>/<namespace>/<name>/     (empty segments dropped)
@@ -27,6 +27,7 @@ Directories are 0700 and files 0600: extra vars can carry a watched Secret's dat
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ import re
 import shlex
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -314,15 +316,23 @@ def scratch_dir(data_dir: Path, ident: str, *, root: Path) -> Path:
 
     Modules unpack themselves into `$TMPDIR/ansible_<module>_payload_*` and remove
     that on exit, which a killed run (timeout, cancel) never does: with a
-    per-run TMPDIR nothing of it outlives the run.
+    per-run TMPDIR nothing of it outlives the run. Until `finish_run` this process
+    holds a lock on it: a sweep (`sweep_scratch_dirs`) leaves it alone, and after a
+    kill the kernel releases the lock with the process.
     """
     path = data_dir / f"tmp-{ident}"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(mode=_DIR_MODE)
+    _hold(path)
     for cache in (root / DISCOVERY_DIR).glob(DISCOVERY_CACHES):
         with contextlib.suppress(OSError):  # only a cache: the run re-discovers
             shutil.copy2(cache, path / cache.name)  # its mtime tells if a run changed it
-    return _short_alias(path, ident)
+    try:
+        return _short_alias(path, ident)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        _release(path)
+        raise
 
 
 # A run's short name for its scratch directory: <base>/ao-run-<ident>-*/t, in the
@@ -379,6 +389,7 @@ def finish_run(
     if completed:
         _keep_discovery_caches(scratch, root)
     shutil.rmtree(scratch, ignore_errors=True)
+    _release(scratch)
     if alias is not None and alias.is_symlink() and alias.name == _ALIAS_LINK:
         # Its private holder directory: the symlink goes, not what it pointed to.
         shutil.rmtree(alias.parent, ignore_errors=True)
@@ -392,16 +403,26 @@ def finish_run(
 
 
 def remove_cr_dir(
-    *, root: Path, group: str, version: str, kind: str, namespace: str, name: str
+    *,
+    root: Path,
+    group: str,
+    version: str,
+    kind: str,
+    namespace: str,
+    name: str,
+    unless_running: bool = False,
 ) -> bool:
     """Delete a gone resource's private data dir and its now-empty parents up to `root`.
 
     Must not race a run of the same resource (the controller never runs one resource
-    twice at a time). Returns whether the directory existed.
+    twice at a time); with `unless_running`, a directory whose scratch directory a
+    live run holds (`scratch_dir`) is left alone. Returns whether it was removed.
     """
     target = cr_dir(
         root=root, group=group, version=version, kind=kind, namespace=namespace, name=name
     )
+    if unless_running and any(_held_elsewhere(t) for t in target.glob("tmp-*")):
+        return False
     existed = target.is_dir()
     shutil.rmtree(target, ignore_errors=True)
     parent = target.parent
@@ -423,11 +444,13 @@ def sweep_scratch_dirs(root: Path) -> int:
     """Remove the `tmp-<ident>` directories of runs that never finished.
 
     A run's scratch directory goes when the run ends; an operator killed
-    mid-run (SIGKILL, OOM, node loss) leaves it, with module payloads, until
-    its CR is deleted. Called at start-up, before any run of this process, so
-    every scratch directory under `root` is such a leftover. Only directories
-    beside an `env/` (a CR's private data dir) are touched. Returns how many
-    were removed.
+    mid-run (SIGKILL, OOM, node loss) leaves it, with module payloads and
+    Ansible's temp dirs. Called at start-up, before any run of this process,
+    and by the lifeline's watchdog once the operator is gone
+    (runner/lifeline.py). A directory locked by a live run (`scratch_dir`; an
+    operator sharing the root) is left alone. Only directories beside an
+    `env/` (a CR's private data dir) are touched. Returns how many were
+    removed.
     """
     removed = 0
     for top, dirs, _ in os.walk(root):
@@ -435,6 +458,8 @@ def sweep_scratch_dirs(root: Path) -> int:
         keep = []
         for name in dirs:
             if _SCRATCH.fullmatch(name) and (here / "env").is_dir():
+                if _held_elsewhere(here / name):
+                    continue  # a live run's, of an operator sharing this root
                 shutil.rmtree(here / name, ignore_errors=True)
                 removed += not (here / name).exists()
             elif name not in _NOT_WALKED:
@@ -442,6 +467,45 @@ def sweep_scratch_dirs(root: Path) -> int:
         dirs[:] = keep
     _sweep_aliases()
     return removed
+
+
+# Scratch dir -> the open descriptor holding its lock while its run lasts.
+_held: dict[Path, int] = {}
+_held_lock = threading.Lock()
+
+
+def _hold(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)  # close-on-exec: no run inherits it
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new directory: never contended
+    with _held_lock:
+        previous = _held.pop(path, None)
+        _held[path] = fd
+    if previous is not None:
+        os.close(previous)
+
+
+def _release(path: Path) -> None:
+    with _held_lock:
+        fd = _held.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def _held_elsewhere(path: Path) -> bool:
+    """Does a live run hold `path`'s lock (flock: per open file, so also ours)?"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def _sweep_aliases() -> None:

@@ -3,6 +3,9 @@
 Where this sits: runner/ansible.py calls `kill_run_processes(marker)` when a run is
 canceled or timed out (before ansible-runner's own kill, and again after
 `ansible_runner.run()` returns), then `remove_ansible_temp()` for the killed pids.
+runner/lifeline.py calls `kill_owned_processes(owner)` when the operator process
+that started the runs is gone (its watchdog), and `kill_orphaned_processes()` at
+start-up (runs of earlier operators whose watchdog could not act either).
 
 A run's processes are found two ways:
 * exec'ed processes carry `AO_RUN_MARKER=<marker>` in /proc/<pid>/environ;
@@ -21,14 +24,25 @@ import re
 import shutil
 import signal
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ansible_operator.warm.protocol import MARKER_ENV, run_comm
 
-__all__ = ["MARKER_ENV", "kill_run_processes", "remove_ansible_temp"]
+__all__ = [
+    "MARKER_ENV",
+    "OWNER_ENV",
+    "kill_orphaned_processes",
+    "kill_owned_processes",
+    "kill_run_processes",
+    "remove_ansible_temp",
+]
 
 log = logging.getLogger(__name__)
+
+OWNER_ENV = "AO_RUN_OWNER"
+"""One value per operator process, in the environment of everything it starts for its
+runs (runner/lifeline.py): how its watchdog, or its successor, finds what it left."""
 
 _KILL_ROUNDS = 50
 _KILL_PAUSE = 0.02
@@ -54,9 +68,25 @@ def _comm(pid: int) -> bytes:
         return b""
 
 
-def _run_processes(marker: bytes, comm: bytes) -> set[int]:
-    """Live processes carrying `marker` in their environment or named `comm`, plus the
-    other members of their sessions."""
+def _environ(pid: int) -> list[bytes] | None:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # another user's process, or gone: not ours to kill
+        return None
+
+
+def _scan(
+    wanted: Callable[[int, list[bytes]], bool], *, sessions_led_by_marked: bool = False
+) -> set[int]:
+    """Live processes for which `wanted(pid, environ entries)` holds, plus the other
+    members of their sessions (children that cleared their environment).
+
+    The operator's own process and session are never included. With
+    `sessions_led_by_marked`, a session is only taken whole when its leader is itself
+    wanted: a run's sessions are led by its own processes (ansible-playbook under its
+    pty, Ansible's workers, the warm keepers), while a terminal's session is led by a
+    shell that must survive whatever it started.
+    """
     own_pid, own_session = os.getpid(), os.getsid(0)
     sessions: dict[int, int] = {}
     marked: set[int] = set()
@@ -68,14 +98,32 @@ def _run_processes(marker: bytes, comm: bytes) -> set[int]:
         if state is None or state[0] in {"Z", "X"}:  # zombies are already dead
             continue
         sessions[pid] = state[1]
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:  # another user's process, or gone: not ours to kill
-            continue
-        if marker in environ.split(b"\0") or _comm(pid) == comm:
+        environ = _environ(pid)
+        if environ is not None and wanted(pid, environ):
             marked.add(pid)
     run_sessions = {sessions[pid] for pid in marked} - {own_session}
+    if sessions_led_by_marked:
+        run_sessions &= marked
     return marked | {pid for pid, session in sessions.items() if session in run_sessions}
+
+
+def _kill_until_gone(find: Callable[[], set[int]], *, what: str) -> list[int]:
+    """SIGKILL what `find()` returns until it returns nothing; the pids signalled."""
+    killed: set[int] = set()
+    for _ in range(_KILL_ROUNDS):
+        pids = find()
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # exited meanwhile, or not permitted
+                continue
+            killed.add(pid)
+        time.sleep(_KILL_PAUSE)
+    else:
+        log.warning("processes of %s still alive after killing", what)
+    return sorted(killed)
 
 
 def kill_run_processes(marker: str) -> list[int]:
@@ -88,21 +136,45 @@ def kill_run_processes(marker: str) -> list[int]:
         return []
     needle = f"{MARKER_ENV}={marker}".encode()
     comm = run_comm(marker).encode()
-    killed: set[int] = set()
-    for _ in range(_KILL_ROUNDS):
-        pids = _run_processes(needle, comm)
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:  # exited meanwhile, or not permitted
-                continue
-            killed.add(pid)
-        time.sleep(_KILL_PAUSE)
-    else:
-        log.warning("processes of run marker %s still alive after killing", marker)
-    return sorted(killed)
+
+    def wanted(pid: int, environ: list[bytes]) -> bool:
+        return needle in environ or _comm(pid) == comm
+
+    return _kill_until_gone(lambda: _scan(wanted), what=f"run marker {marker}")
+
+
+def kill_owned_processes(owner: str) -> list[int]:
+    """SIGKILL every process that carries `OWNER_ENV=<owner>` (every run, warm server
+    and helper of one operator process, see runner/lifeline.py) until none is left."""
+    if not os.path.isdir("/proc"):
+        return []
+    needle = f"{OWNER_ENV}={owner}".encode()
+
+    def find() -> set[int]:
+        return _scan(lambda _pid, environ: needle in environ, sessions_led_by_marked=True)
+
+    return _kill_until_gone(find, what=f"operator {owner}")
+
+
+def kill_orphaned_processes(is_alive: Callable[[str], bool]) -> list[int]:
+    """SIGKILL the processes of operators that are gone: those whose `OWNER_ENV` value
+    names an owner for which `is_alive(owner)` is false. Returns the pids signalled."""
+    if not os.path.isdir("/proc"):
+        return []
+    prefix = f"{OWNER_ENV}=".encode()
+    verdicts: dict[bytes, bool] = {}
+
+    def wanted(_pid: int, environ: list[bytes]) -> bool:
+        for entry in environ:
+            if entry.startswith(prefix):
+                if entry not in verdicts:
+                    verdicts[entry] = not is_alive(entry[len(prefix) :].decode(errors="replace"))
+                return verdicts[entry]
+        return False
+
+    return _kill_until_gone(
+        lambda: _scan(wanted, sessions_led_by_marked=True), what="operators that are gone"
+    )
 
 
 def remove_ansible_temp(pids: Iterable[int], environ: Mapping[str, str]) -> None:

@@ -58,6 +58,10 @@ PER_RUN_ENV = frozenset(
     {
         MARKER_ENV,
         "TMPDIR",  # the run's scratch dir; child.py resets tempfile's cache
+        # Also in the scratch dir (runner/tempdirs.py); DEFAULT_LOCAL_TMP is a temp
+        # setting, read again per run, and remote_tmp a shell plugin option read per task.
+        "ANSIBLE_LOCAL_TEMP",
+        "ANSIBLE_REMOTE_TEMP",
         "K8S_AUTH_KUBECONFIG",  # read by kubernetes.core when a task runs
         "KUBECONFIG",
         "AWX_ISOLATED_DATA_DIR",  # ansible-runner's artifact dir, read by its callback

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,8 +91,12 @@ class WarmServers:
         start_timeout: float = defaults.WARM_START_TIMEOUT,
         restart_interval: float = defaults.WARM_RESTART_INTERVAL,
         ansiballz_cache_entries: int = defaults.WARM_ANSIBALLZ_CACHE_ENTRIES,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         self.directory = directory
+        # In the servers' environment, so in /proc/<pid>/environ of every process they
+        # fork: the lifeline's owner value (runner/lifeline.py).
+        self._extra_env = dict(extra_env or {})
         self.bin_dir = directory / "bin"
         self.ansiballz_dir = directory / "ansiballz"
         self._ansiballz_cache_entries = ansiballz_cache_entries
@@ -213,7 +218,8 @@ class WarmServers:
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                env=malloc.server_environment(os.environ),  # inherited by all it forks
+                # Inherited by all it forks.
+                env=malloc.server_environment({**os.environ, **self._extra_env}),
                 # Its own session: a Ctrl-C or a group kill aimed at the operator's
                 # terminal must not hit it; stop() ends it.
                 start_new_session=True,
@@ -239,7 +245,9 @@ class WarmServers:
         return text.strip()[-2000:] or "(no output)"
 
 
-def start_warm_servers(*, enabled: bool, runner_root: Path) -> WarmServers | None:
+def start_warm_servers(
+    *, enabled: bool, runner_root: Path, extra_env: Mapping[str, str] | None = None
+) -> WarmServers | None:
     """The operator's warm servers, started; None when turned off or when none could
     start (logged: every run then takes the cold path)."""
     if not enabled:
@@ -255,7 +263,9 @@ def start_warm_servers(*, enabled: bool, runner_root: Path) -> WarmServers | Non
         )
         return None
     remove_stale_directories(runner_root)
-    servers = WarmServers(directory=runner_root / f"{_DIR_PREFIX}{os.getpid()}")
+    servers = WarmServers(
+        directory=runner_root / f"{_DIR_PREFIX}{os.getpid()}", extra_env=extra_env
+    )
     try:
         servers.start()
     except WarmStartError as error:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_operator.runner import inputdir
 from ansible_operator.runner.inputdir import DISCOVERY_DIR, scratch_dir, sweep_scratch_dirs
 
 
@@ -60,10 +61,27 @@ def test_a_runs_tmpdir_is_a_short_link_that_the_sweep_removes_after_a_kill(
 
         assert len(str(alias)) + len("/pymp-12345678/listener-12345678") < 108, alias
         assert alias.resolve() == cr / "tmp-1234567890123456789"
-        sweep_scratch_dirs(root)  # the operator was killed mid-run, and restarts
+        # The operator was killed mid-run (the kernel drops its lock), and restarts.
+        inputdir._release(cr / "tmp-1234567890123456789")
+        sweep_scratch_dirs(root)
         assert not (cr / "tmp-1234567890123456789").exists()
         assert not alias.parent.exists()
         assert elsewhere.resolve() == other / "tmp-42"
     finally:
         shutil.rmtree(alias.parent, ignore_errors=True)
         shutil.rmtree(elsewhere.parent, ignore_errors=True)
+
+
+def test_a_live_runs_scratch_dir_is_left_and_its_lock_goes_with_the_run(tmp_path: Path) -> None:
+    """Two operators may share a runner root; a sweep never removes a running run's TMPDIR."""
+    cr = make_cr_dir(tmp_path, "g", "v1", "K", "ns", "live")
+    alias = scratch_dir(cr, "77", root=tmp_path)
+    try:
+        assert sweep_scratch_dirs(tmp_path) == 0
+        assert (cr / "tmp-77").is_dir()
+    finally:
+        inputdir.finish_run(
+            cr, ident="77", max_artifacts=1, root=tmp_path, completed=True, alias=alias
+        )
+    (cr / "tmp-77").mkdir()  # what a killed run leaves: nobody holds it
+    assert sweep_scratch_dirs(tmp_path) == 1
