@@ -159,7 +159,7 @@ WARM_PRIMED_CHILDREN = 4
 # The ansible-core lines (major.minor) warm Ansible was checked on: its pre-import lists
 # (warm/preimports.py) and the module server's payload loading follow ansible-core's
 # internals. On any other line the operator logs why and every run starts cold.
-WARM_ANSIBLE_CORE_LINES = ("2.19", "2.21")
+WARM_ANSIBLE_CORE_LINES = ("2.18", "2.19", "2.21")
 # --ansible-compat / ANSIBLE_OPERATOR_ANSIBLE_COMPAT (ours; docs/porting.md): the
 # ansible-core 2.18 compatibility mode. On by default, so a project built for the Go
 # operator (its image runs ansible-core 2.18) that changes only its FROM line runs its
