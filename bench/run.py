@@ -61,7 +61,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--latency-rounds", type=int, default=None, help="split latency into rounds (ABBA order)"
     )
-    parser.add_argument("--out", type=Path, default=HERE / "results")
+    line = reference.line_requirements()[0]
+    parser.add_argument(
+        "--out",
+        type=Path,
+        # Another Ansible line's figures (make bench ANSIBLE_LINE=2.18) go next to,
+        # never over, the default line's.
+        default=HERE / "results" / (f"ansible-{line}" if line else ""),
+    )
     parser.add_argument("--no-chart", action="store_true")
     parser.add_argument("--keep-workdir", action="store_true", help="keep logs and runner dirs")
     args = parser.parse_args(argv)
@@ -100,7 +107,10 @@ def ours() -> dict[str, Any]:
         capture_output=True,
         text=True,
     ).stdout.strip()
+    import importlib.metadata  # noqa: PLC0415
+
     return {
+        "ansible_core": importlib.metadata.version("ansible-core"),
         "commit": git("rev-parse", "--short", "HEAD"),
         "operator_tree_dirty": bool(git("status", "--porcelain", "--", "operator")),
         "version": version,
