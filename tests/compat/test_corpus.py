@@ -80,6 +80,11 @@ IDIOMS: dict[str, Idiom] = {
         ),
         "empty-template-lookup",
     ),
+    "awx_optional_resource": Idiom(
+        {},
+        re.escape("Failed to apply object: 'NoneType' object is not callable"),
+        "empty-template-lookup",
+    ),
     "include_when": Idiom({}),
     "k8s_wait": Idiom({}),
     "k8s_status": Idiom({}),
