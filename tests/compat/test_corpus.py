@@ -228,6 +228,12 @@ def test_each_restored_behaviour_is_logged_with_its_task_and_counted(
             assert all(
                 n["level"] == "warn" and "/roles/idioms/tasks/" in n["task_path"] for n in mine
             ), mine
+            if idiom == "when_length":
+                # A false conditional skips its task: reported all the same.
+                assert {n["task"] for n in mine} == {
+                    "Note the items (a length as the conditional)",
+                    "Note nothing (an empty list's length as the conditional)",
+                }, mine
             pattern = rf'ansible_operator_compat_deprecations_total{{.*what="{expected}".*}} [1-9]'
             assert re.search(pattern, metrics), (line.name, expected)
 
@@ -402,6 +408,8 @@ def test_plan_lists_the_behaviours_a_role_relies_on(
     assert proc.returncode in {0, 2}, proc.stderr
     listed = json.loads(proc.stdout)["compatDeprecations"]
     assert [(d["what"], d["task"]) for d in listed] == [
-        ("broken-conditional", "Note the items (a length as the conditional)")
+        ("broken-conditional", "Note the items (a length as the conditional)"),
+        ("broken-conditional", "Note nothing (an empty list's length as the conditional)"),
     ], listed
     assert listed[0]["taskPath"].endswith("roles/idioms/tasks/when_length.yml:2")
+    assert listed[1]["taskPath"].endswith("roles/idioms/tasks/when_length.yml:11")

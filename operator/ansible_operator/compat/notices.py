@@ -6,8 +6,9 @@ it sent as text (compat.stringfields; the proxy finds the run's notes on its
 `Owner`). The observer is called for every job event of the run (controller.compatlog
 wires it into the run's `on_event`) and turns into `Notice`s:
 
-* the deprecations Ansible attached to a task's result (2.19+: `res.deprecations`),
-  or its `deprecated` events (2.18: the text is only in the event's stdout);
+* the deprecations Ansible attached to a task's result (2.19+: `res.deprecations`;
+  a skipped task's only in the result event's stdout), or its `deprecated` events
+  (2.18: the text is only in the event's stdout);
 * the proxy's notes, drained at the next task result: a task's HTTP requests are all
   done when its result event is written, and a run's tasks run one after another,
   so the notes belong to that task.
@@ -47,6 +48,8 @@ _EMPTY_TEMPLATE_MARKER = "[ansible-operator compat: empty-template-lookup]"
 # Conditionals must have a boolean result."; 2.18: "Conditional result at location
 # FILE LINE:COL was of type 'int'. Conditional results should only be True or False."
 _CONDITIONAL = re.compile(r"Conditional result.*(boolean result|should only be True or False)")
+_DEPRECATION = "[DEPRECATION WARNING]:"
+_REMOVAL = re.compile(r"\s*This feature will be removed\b.*$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _RESULT_EVENTS = frozenset(
     {
@@ -58,6 +61,7 @@ _RESULT_EVENTS = frozenset(
         "runner_on_async_failed",
     }
 )
+_TASK_START = frozenset({"playbook_on_task_start", "runner_on_start"})
 _ITEM_EVENTS = frozenset({"runner_item_on_ok", "runner_item_on_failed", "runner_item_on_skipped"})
 _MAX_MESSAGE = 1000
 
@@ -113,16 +117,33 @@ def _unwrap(text: str) -> str:
 
 def _deprecation_texts(event: str, stdout: str, data: Mapping[str, Any]) -> Iterable[str]:
     if event == "deprecated":  # 2.18: the text is only in the display output
-        yield _unwrap(_ANSI.sub("", stdout)).removeprefix("[DEPRECATION WARNING]:").strip()
+        yield _unwrap(_ANSI.sub("", stdout)).removeprefix(_DEPRECATION).strip()
+        return
+    if event == "verbose":  # with -v and more, each display line is an event of its own
+        yield from _stdout_deprecations(stdout)
         return
     if event not in _RESULT_EVENTS and event not in _ITEM_EVENTS:
         return
     res = data.get("res")
     found = res.get("deprecations") if isinstance(res, Mapping) else None
-    for entry in found if isinstance(found, list) else ():
+    if not isinstance(found, list):
+        # A skipped task's result carries none (a `when` that was false): the text
+        # is only in the display output, one line each on 2.19+.
+        yield from _stdout_deprecations(stdout)
+        return
+    for entry in found:
         msg = entry.get("msg") if isinstance(entry, Mapping) else None
         if isinstance(msg, str):
             yield msg
+
+
+def _stdout_deprecations(stdout: str) -> Iterable[str]:
+    """2.19+ prints each deprecation on one line; the sentence it adds ("This feature
+    will be removed ...") is not in `res.deprecations`, so it goes too (same notice)."""
+    for line in _ANSI.sub("", stdout).splitlines():
+        text = line.strip()
+        if text.startswith(_DEPRECATION):
+            yield _REMOVAL.sub("", text.removeprefix(_DEPRECATION)).strip()
 
 
 class NoticeObserver:
@@ -132,10 +153,14 @@ class NoticeObserver:
         self._notes = notes
         self._report = report
         self._seen: set[tuple[str, str, str]] = set()
+        self._task = ("", "")
 
     def observe(self, event: str, stdout: str, data: Mapping[str, Any]) -> None:
-        task = str(data.get("task") or "")
-        task_path = str(data.get("task_path") or "")
+        if event in _TASK_START and data.get("task"):
+            self._task = (str(data.get("task")), str(data.get("task_path") or ""))
+        # A `verbose` event carries no task: it belongs to the task that started last.
+        task = str(data.get("task") or self._task[0])
+        task_path = str(data.get("task_path") or self._task[1])
         for text in _deprecation_texts(event, stdout, data):
             what = classify(text)
             if what is not None:

@@ -57,6 +57,15 @@ CASES: dict[str, tuple[str, str, dict[str, Any], list[str]]] = {
         {**TASK, "res": {"deprecations": [EMPTY_LOOKUP]}},
         [EMPTY_TEMPLATE],
     ),
+    "2.21 skipped task: only in its stdout": (
+        "runner_on_skipped",
+        "\x1b[1;35m[WARNING]: Deprecation warnings can be disabled.\x1b[0m\r\n"
+        "\x1b[0;35m[DEPRECATION WARNING]: Conditional result (False) was derived from value "
+        "of type 'int' at '/r.yml:5:13'. Conditionals must have a boolean result. This "
+        "feature will be removed from ansible-core version 2.23.\x1b[0m\r\n",
+        {**TASK, "res": {"skipped": True}},
+        [BROKEN_CONDITIONAL],
+    ),
     "another deprecation is not ours": (
         "runner_on_ok",
         "",
@@ -77,6 +86,23 @@ def test_deprecations_in_events(
     assert [n.what for n in seen] == whats
     for notice in seen:
         assert (notice.task, notice.task_path) == (TASK["task"], TASK["task_path"])
+
+
+def test_verbose_lines_belong_to_the_task_that_started_last() -> None:
+    """With -v and more (the operator's default -vv), 2.19+ prints a deprecation as an
+    event of its own, without a task; the result may carry it too: one notice."""
+    seen: list[Notice] = []
+    observer = NoticeObserver(notes=RunNotes(), report=seen.append)
+    line = (
+        "\x1b[0;35m[DEPRECATION WARNING]: " + DEPRECATION_221["msg"] + " This feature will be "
+        "removed from ansible-core version 2.23.\x1b[0m"
+    )
+    observer.observe("playbook_on_task_start", "", TASK)
+    observer.observe("verbose", line, {})
+    observer.observe("runner_on_ok", "", {**TASK, "res": {"deprecations": [DEPRECATION_221]}})
+    assert [(n.what, n.task, n.message) for n in seen] == [
+        (BROKEN_CONDITIONAL, TASK["task"], DEPRECATION_221["msg"])
+    ]
 
 
 def test_218_wrapped_lines_are_joined_as_written() -> None:
