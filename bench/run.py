@@ -52,7 +52,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--operators",
         default="python,python-cold,go",
-        help="python-cold (ours with --warm-ansible=false) runs the latency scenario only",
+        help="python-cold (ours with --warm-ansible=false) runs the latency scenario only; "
+        "python-compat-off (ours with the 2.18 compatibility mode off) runs every scenario",
     )
     parser.add_argument("--concurrency", type=int, default=4, help="max concurrent reconciles")
     for name in ("latency", "burst", "steady", "churn"):
@@ -139,13 +140,14 @@ class Bench:
     def make_operator(self, name: str, cluster: BenchCluster, namespace: str) -> OperatorRun:
         workdir = self.workdir / f"{namespace}"
         workdir.mkdir(parents=True, exist_ok=True)
-        if name in {"python", "python-cold"}:
+        if name in {"python", "python-cold", "python-compat-off"}:
             return python_operator(
                 kubeconfig=cluster.kubeconfig,
                 namespace=namespace,
                 workdir=workdir,
                 concurrency=self.sizes.concurrency,
-                warm=name == "python",
+                warm=name != "python-cold",
+                compat=name != "python-compat-off",
             )
         assert self.ref is not None
         return go_operator(
