@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from testbed.probes import wait_until
 from tests.e2e.conftest import drop_namespace, make_namespace
 from tests.e2e.harness import OperatorProcess, configmap, create_cr, wait_condition
 
@@ -95,7 +96,13 @@ def test_the_operator_reconciles_through_its_warm_servers_and_stops_them(
     finally:
         operator.stop()
     assert [pid for pid in servers.values() if pid in processes()] == []
-    assert mentioning(str(operator.runner_dir)) == []  # no keeper or run child either
+    # No keeper or run child either; the lifeline's watchdog (runner/lifeline.py), which
+    # names the runner dir, sweeps once the operator is gone and exits by itself.
+    wait_until(
+        "nothing mentions the runner dir",
+        lambda: mentioning(str(operator.runner_dir)) == [],
+        timeout=30,
+    )
     assert not warm_dir.exists()
     assert [path for path in sockets if path.parent.exists()] == []
     assert list(operator.runner_dir.glob(".warm*")) == []

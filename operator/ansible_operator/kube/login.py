@@ -33,6 +33,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,18 +59,52 @@ def load(path: str) -> client.Configuration:
     from kubernetes import client, config  # noqa: PLC0415 - see the imports above
 
     configuration = client.Configuration()
+    moved: dict[str, str] = {}  # a file the library wrote -> the memory file that holds it
     with _private_dir() as scratch:
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=path,
             client_configuration=configuration,
             temp_file_path=str(scratch),
         )
-        for attribute in _FILE_ATTRIBUTES:
-            value = getattr(configuration, attribute, None)
-            if isinstance(value, str) and Path(value).parent == scratch:
-                setattr(configuration, attribute, _into_memory(Path(value)))
-        _forget_library_records(scratch)
+        _adopt(configuration, configuration, scratch, moved)
+    hook: Any = getattr(configuration, "refresh_api_key_hook", None)
+    if hook is not None:
+        configuration.refresh_api_key_hook = _shielded(hook, scratch, moved)
     return configuration
+
+
+def _shielded(hook: Any, scratch: Path, moved: dict[str, str]) -> Any:
+    """The library's token refresh, kept away from our configuration's file paths.
+
+    The library runs it before every request that sends a token; it copies the
+    loader's own (deleted) file paths onto the configuration it is given, re-installs
+    itself there, and on a token's expiry reloads the credentials (an exec plugin's
+    certificate, written to a file again). So it runs against a stand-in: the token
+    is taken from it, and files it wrote go into memory like the first ones.
+    """
+
+    def refreshed(target: Any) -> None:
+        stand_in = types.SimpleNamespace(api_key={}, refresh_api_key_hook=None)
+        hook(stand_in)
+        target.api_key.update(stand_in.api_key)
+        _adopt(stand_in, target, scratch, moved)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    return refreshed
+
+
+def _adopt(source: Any, target: Any, scratch: Path, moved: dict[str, str]) -> None:
+    """Set `target`'s file paths to memory files for every file the library wrote
+    into `scratch` and named in `source` (moving new ones into memory)."""
+    for attribute in _FILE_ATTRIBUTES:
+        value = getattr(source, attribute, None)
+        if not isinstance(value, str):
+            continue
+        if value not in moved and Path(value).parent == scratch:
+            moved[value] = _into_memory(Path(value))
+        if value in moved:
+            setattr(target, attribute, moved[value])
+    _forget_library_records(scratch)
 
 
 @contextlib.contextmanager

@@ -57,6 +57,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import ansible_operator
 from ansible_operator.kube import login
 from ansible_operator.runner import inputdir, sweep
 
@@ -72,6 +73,11 @@ _SHELL = "/bin/sh"
 # then becomes the sweep. A line ("stop") ends it too: nothing else is written.
 _WAITER = 'read -r _line || :; exec "$@"'
 _STAT_STARTTIME = 19  # field 22 of /proc/<pid>/stat, counted after the command name
+# The watchdog's Python: the package's parent comes as the first argument.
+_ENTRY = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from ansible_operator.runner.lifeline import main; sys.exit(main(sys.argv[1:]))"
+)
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -128,11 +134,16 @@ class Lifeline:
         return {sweep.OWNER_ENV: self.owner}
 
     def _spawn(self, runner_root: Path, python: str, log_args: Sequence[str]) -> None:
+        # -I -S: no site processing before the kill (a loaded machine spends most of a
+        # second on it); main() turns it on afterwards, for the clean-up's imports.
+        package_parent = str(Path(ansible_operator.__file__).resolve().parent.parent)
         sweep_argv = [
             python,
-            "-P",  # the cwd is not searched for modules
-            "-m",
-            __name__,
+            "-I",
+            "-S",
+            "-c",
+            _ENTRY,
+            package_parent,
             f"--owner={self.owner}",
             f"--runner-root={runner_root}",
             f"--private-dir={self.private_dir}",
@@ -209,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             while os.read(0, 4096):
                 pass
     killed = sweep.kill_owned_processes(args.owner)  # first: every moment counts
+    if sys.flags.no_site:  # started with -S (Lifeline._spawn): site-packages from now on
+        import site  # noqa: PLC0415
+
+        site.main()
     # Only now: the observability package imports the kubernetes client (0.25 s).
     from ansible_operator.observability.logging import setup_logging  # noqa: PLC0415
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import os
 import tempfile
 from pathlib import Path
 
+import kopf
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from kubernetes.config import kube_config
 
 from ansible_operator.kube import login
@@ -86,3 +92,59 @@ def test_a_dead_processes_login_directory_is_swept(temp: Path) -> None:
         (directory / "key").write_bytes(KEY)
     assert login.sweep_stale_dirs(temp, login.LOGIN_DIR_PREFIX) == 1
     assert sorted(p.name for p in temp.iterdir()) == sorted([ours.name, other.name])
+
+
+def _self_signed_ca() -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def test_a_token_login_keeps_its_ca_in_memory_across_the_librarys_refresh(
+    temp: Path, tmp_path: Path
+) -> None:
+    """With a token, the library's refresh hook runs before every request and copies its
+    own (deleted) file paths back; kopf's TLS context must still find the CA."""
+    ca = _self_signed_ca()
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": "https://127.0.0.1:6443",
+                            "certificate-authority-data": base64.b64encode(ca).decode(),
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": "t0k"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    configuration = login.load(str(path))
+    for _ in range(2):  # each request refreshes
+        fields = login.connection_fields(configuration)
+        assert str(configuration.ssl_ca_cert).startswith("/proc/self/fd/")
+        assert fields["ca_path"] == configuration.ssl_ca_cert
+        assert Path(fields["ca_path"]).read_bytes() == ca
+        assert kopf.ConnectionInfo(**fields).as_ssl_context() is not None
+    assert fields["token"] == "t0k"
+    assert list(temp.rglob("*")) == []
