@@ -37,9 +37,10 @@ export TESTBED_CACHE ?= $(CACHE_HOME)/ansible-operator-testbed
 export COLLECTIONS_CACHE ?= $(CACHE_HOME)/ansible-operator-collections
 PYTEST_ARGS ?=
 COLD_TESTS ?= tests/e2e/test_reconcile.py
-# What `make test` runs on another Ansible line: the reconcile end-to-end tests (on 2.18
-# the cold path: warm Ansible needs 2.19 or later) and what differs between the lines.
-LINE_TESTS ?= tests/e2e/test_reconcile.py tests/lines
+# What `make test` runs on another Ansible line: the reconcile end-to-end tests, the warm
+# runs' isolation and clean-up (warm/preimports.py has a list per line), what differs
+# between the lines, and the corpus of the Go era's idioms (tests/compat).
+LINE_TESTS ?= tests/e2e/test_reconcile.py tests/runner/test_warm_runs.py tests/lines tests/compat
 
 VENV_STAMP := $(VENV)/.installed
 COLLECTIONS_STAMP := $(VENV)/.collections

@@ -194,13 +194,22 @@ def _common_env(kubeconfig: Path, namespace: str, tmpdir: Path) -> dict[str, str
 
 
 def python_operator(
-    *, kubeconfig: Path, namespace: str, workdir: Path, concurrency: int, warm: bool = True
+    *,
+    kubeconfig: Path,
+    namespace: str,
+    workdir: Path,
+    concurrency: int,
+    warm: bool = True,
+    compat: bool = True,
 ) -> OperatorRun:
-    """Ours; `warm=False` runs today's cold path (--warm-ansible=false), named python-cold."""
+    """Ours; `warm=False` runs today's cold path (--warm-ansible=false), named python-cold;
+    `compat=False` turns the 2.18 compatibility mode off (docs/porting.md), named
+    python-compat-off: what the mode costs is python / python-compat-off."""
     port = free_port()
     runner_root = workdir / "runner"
     env = _common_env(kubeconfig, namespace, workdir / "tmp")
     env["PATH"] = f"{OUR_BIN}:{env.get('PATH', '')}"
+    env["ANSIBLE_OPERATOR_ANSIBLE_COMPAT"] = "2.18" if compat else "off"
     argv = [
         str(OUR_BIN / "ansible-operator"),
         "run",
@@ -217,8 +226,9 @@ def python_operator(
         "--user-metrics-bind-address=127.0.0.1:0",
         f"--warm-ansible={'true' if warm else 'false'}",
     ]
+    name = "python" if warm else "python-cold"
     return OperatorRun(
-        name="python" if warm else "python-cold",
+        name=name if compat else "python-compat-off",
         argv=argv,
         env=env,
         workdir=workdir,

@@ -13,7 +13,9 @@ Everything lands in a cache outside the repository, `$ANSIBLE_OPERATOR_BENCH_CAC
   repository never builds the reference from any other source.
 * `venv/` - ansible-core, ansible-runner and kubernetes at the same versions as
   our operator (read from requirements/constraints.txt, so both operators run
-  the very same Ansible), requests-unixsocket, ansible-runner's `http` event plugin
+  the very same Ansible; when ours runs another Ansible line, `venv-ansible-<line>/`
+  from requirements/ansible-<line>/ and that venv's Python: the 2.18 line is the Go
+  operator's own image's ansible-core), requests-unixsocket, ansible-runner's `http` event plugin
   (`ansible-runner-http` from PyPI), matplotlib for the chart, and the
   kubernetes.core collection (scripts/install_collections.py). The plugin is
   checked against a unix socket the way the Go operator uses it (bench/plugin_check.py).
@@ -111,8 +113,20 @@ def ensure_binary(cache: Path) -> Path:
     return binary
 
 
+def line_requirements() -> tuple[str, Path]:
+    """The Ansible line of the interpreter running the benchmark (ours) and its pins:
+    ("", requirements/) on the default line, ("2.18", requirements/ansible-2.18/) ..."""
+    import importlib.metadata  # noqa: PLC0415
+
+    line = ".".join(importlib.metadata.version("ansible-core").split(".")[:2])
+    other = REPO / "requirements" / f"ansible-{line}"
+    if (other / "constraints.txt").is_file():
+        return line, other
+    return "", REPO / "requirements"
+
+
 def _pins() -> list[str]:
-    constraints = (REPO / "requirements" / "constraints.txt").read_text().splitlines()
+    constraints = (line_requirements()[1] / "constraints.txt").read_text().splitlines()
     found = {}
     for line in constraints:
         name, _, version = line.strip().partition("==")
@@ -133,10 +147,11 @@ def _collections_cache() -> Path:
 
 
 def ensure_venv(cache: Path) -> Path:
-    venv = cache / "venv"
+    line, requirements = line_requirements()
+    venv = cache / (f"venv-ansible-{line}" if line else "venv")
     python = venv / "bin" / "python"
     stamp = venv / ".stamp"
-    lock = (REPO / "requirements" / "collections.txt").read_text()
+    lock = (requirements / "collections.txt").read_text()
     wanted = json.dumps({"pins": _pins(), "collections": lock}, sort_keys=True)
     if python.exists() and stamp.is_file() and stamp.read_text() == wanted:
         return venv
@@ -157,6 +172,8 @@ def ensure_venv(cache: Path) -> Path:
             str(REPO / "scripts" / "install_collections.py"),
             "--site-packages",
             site,
+            "--lock",
+            str(requirements / "collections.txt"),
             "--cache",
             str(_collections_cache()),
         ],

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OPERATORS = ("python", "python-cold", "go")
+OPERATORS = ("python", "python-cold", "python-compat-off", "go")
 
 
 def median(values: Sequence[float]) -> float:
@@ -201,7 +201,8 @@ def collect(
         ours = lookup(results.get("python") or {}, fig.key)
         theirs = lookup(results.get("go") or {}, fig.key)
         cold = lookup(results.get("python-cold") or {}, fig.key)
-        if ours is None and theirs is None and cold is None:
+        compat_off = lookup(results.get("python-compat-off") or {}, fig.key)
+        if ours is None and theirs is None and cold is None and compat_off is None:
             continue
         rows.append(
             {
@@ -211,8 +212,11 @@ def collect(
                 "better": fig.better,
                 "python": ours,
                 "python_cold": cold,
+                "python_compat_off": compat_off,
                 "go": theirs,
                 "ratio": None if fig.better == "context" else ratio(ours, theirs),
+                # What the 2.18 compatibility mode costs: ours with it / without it.
+                "compat_ratio": None if fig.better == "context" else ratio(ours, compat_off),
             }
         )
     return rows
@@ -239,12 +243,17 @@ def fmt_ratio(value: float | None, ours: float | None, theirs: float | None) -> 
 
 
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The Markdown table; a column for our cold path when it was measured."""
+    """The Markdown table; a column for our cold path when it was measured, and two
+    for the 2.18 compatibility mode turned off (its figure, and ours / it)."""
     with_cold = any(row.get("python_cold") is not None for row in rows)
+    with_off = any(row.get("python_compat_off") is not None for row in rows)
     cold_head, cold_rule = (" ours, cold path |", " ---: |") if with_cold else ("", "")
+    off_head, off_rule = (
+        (" ours, compat off | compat on / off |", " ---: | ---: |") if with_off else ("", "")
+    )
     lines = [
-        f"| figure | unit | ours (Python) |{cold_head} Go v1.42.3 | ours / Go |",
-        f"| --- | --- | ---: |{cold_rule} ---: | ---: |",
+        f"| figure | unit | ours (Python) |{cold_head}{off_head} Go v1.42.3 | ours / Go |",
+        f"| --- | --- | ---: |{cold_rule}{off_rule} ---: | ---: |",
     ]
     for row in rows:
         unit = str(row["unit"])
@@ -255,8 +264,12 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
             else fmt_ratio(row["ratio"], row["python"], row["go"])
         )
         cold = f" {fmt_value(row.get('python_cold'), unit)} |" if with_cold else ""
+        off = ""
+        if with_off:
+            on_off = fmt_ratio(row.get("compat_ratio"), row["python"], row.get("python_compat_off"))
+            off = f" {fmt_value(row.get('python_compat_off'), unit)} | {on_off} |"
         lines.append(
-            f"| {row['label']} | {unit} | {fmt_value(row['python'], unit)} |{cold} "
+            f"| {row['label']} | {unit} | {fmt_value(row['python'], unit)} |{cold}{off} "
             f"{fmt_value(row['go'], unit)} | {shown} |"
         )
     return "\n".join(lines)

@@ -57,7 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--operators",
         default="python,python-cold,go",
-        help="python-cold (ours with --warm-ansible=false) runs the latency scenario only",
+        help="python-cold (ours with --warm-ansible=false) runs the latency scenario only; "
+        "python-compat-off (ours with the 2.18 compatibility mode off) runs every scenario",
     )
     parser.add_argument("--concurrency", type=int, default=4, help="max concurrent reconciles")
     for name in ("latency", "burst", "steady", "churn"):
@@ -85,7 +86,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--latency-rounds", type=int, default=None, help="split latency into rounds (ABBA order)"
     )
-    parser.add_argument("--out", type=Path, default=HERE / "results")
+    line = reference.line_requirements()[0]
+    parser.add_argument(
+        "--out",
+        type=Path,
+        # Another Ansible line's figures (make bench ANSIBLE_LINE=2.18) go next to,
+        # never over, the default line's.
+        default=HERE / "results" / (f"ansible-{line}" if line else ""),
+    )
     parser.add_argument("--no-chart", action="store_true")
     parser.add_argument("--keep-workdir", action="store_true", help="keep logs and runner dirs")
     args = parser.parse_args(argv)
@@ -135,7 +143,10 @@ def ours() -> dict[str, Any]:
         capture_output=True,
         text=True,
     ).stdout.strip()
+    import importlib.metadata  # noqa: PLC0415
+
     return {
+        "ansible_core": importlib.metadata.version("ansible-core"),
         "commit": git("rev-parse", "--short", "HEAD"),
         "operator_tree_dirty": bool(git("status", "--porcelain", "--", "operator")),
         "version": version,
@@ -164,13 +175,14 @@ class Bench:
     def make_operator(self, name: str, cluster: BenchCluster, namespace: str) -> OperatorRun:
         workdir = self.workdir / f"{namespace}"
         workdir.mkdir(parents=True, exist_ok=True)
-        if name in {"python", "python-cold"}:
+        if name in {"python", "python-cold", "python-compat-off"}:
             return python_operator(
                 kubeconfig=cluster.kubeconfig,
                 namespace=namespace,
                 workdir=workdir,
                 concurrency=self.sizes.concurrency,
-                warm=name == "python",
+                warm=name != "python-cold",
+                compat=name != "python-compat-off",
             )
         assert self.ref is not None
         return go_operator(

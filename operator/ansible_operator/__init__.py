@@ -18,6 +18,7 @@ Layers, top to bottom (a module imports only from layers below it):
                    token and kubeconfig for the API proxy); used by controller and plan
     runner | status | proxy
                    one Ansible run; status conditions; the API endpoint roles talk to
+    compat         the ansible-core 2.18 compatibility mode: run settings, string fields, notices
     warm           fork servers that start ansible-playbook and Python modules warm
     kube           the Kubernetes API client and its helpers
     observability  logging, metrics, health probes, Kubernetes Events

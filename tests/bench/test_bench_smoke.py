@@ -172,5 +172,21 @@ def test_the_cold_path_gets_a_column_and_the_per_task_cost_a_row() -> None:
     assert "ours, cold path" not in report.table(report.collect({"go": results["go"]}, SIZES))
 
 
+def test_the_compat_mode_off_gets_a_column_and_a_ratio_of_its_own() -> None:
+    results = {
+        "python": {"latency": {"one_median": 0.42}},
+        "python-compat-off": {"latency": {"one_median": 0.40}},
+        "go": {"latency": {"one_median": 2.0}},
+    }
+    rows = {row["key"]: row for row in report.collect(results, SIZES)}
+    one = rows["latency.one_median"]
+    assert one["compat_ratio"] == 0.42 / 0.40
+    assert one["ratio"] == 0.21  # ours (mode on, the default) / Go
+    text = report.table(list(rows.values()))
+    assert "| ours, compat off | compat on / off |" in text
+    assert "| 0.42 | 0.40 | 1.05x | 2.00 | 0.21x |" in text
+    assert "compat off" not in report.table(report.collect({"go": results["go"]}, SIZES))
+
+
 def test_per_task_cost_is_the_difference_over_four_tasks() -> None:
     assert scenarios.per_task(0.5, 0.9) == pytest.approx(0.1)

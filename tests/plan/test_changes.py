@@ -264,6 +264,7 @@ def test_exit_codes_like_terraform_detailed_exitcode(
             "requestErrors",
             "error",
             "runSeconds",
+            "compatDeprecations",
         ]
     )
     assert report.text(plan).rstrip().endswith("unchanged.") or error

@@ -29,9 +29,9 @@ import pytest
 
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import RunOutcome, RunResult
-from ansible_operator.warm import azcache
+from ansible_operator.warm import azcache, immortal
 from ansible_operator.warm.protocol import HELPER_DIED_MESSAGE, PRIMED_COMM, run_comm
-from ansible_operator.warm.supervisor import WarmServers
+from ansible_operator.warm.supervisor import WarmServers, ansible_core_version
 from testbed.probes import wait_until
 from tests.runner.test_ansible_runs import (  # re-run on the warm path, see the docstring
     PLAYBOOKS,
@@ -153,12 +153,14 @@ def test_warm_runs_are_forked_and_see_their_own_settings(
     assert seen["warm1"]["run_child_frozen"] is True
     assert seen["warm2"]["run_child_frozen"] is True
     # What the primed child and the module server imported before forking is sealed
-    # (immortal: using it copies no page); a cold run's objects are ordinary.
+    # (immortal: using it copies no page); a cold run's objects are ordinary. Sealing
+    # needs Python 3.12+ (the 2.18 line's venv is 3.11): there, objects are only frozen.
+    sealing = immortal.supported()
     assert seen["cold"]["controller_sealed"] is False
     assert seen["cold"]["module"]["client_sealed"] is False
     for name in ("warm1", "warm2"):
-        assert seen[name]["controller_sealed"] is True
-        assert seen[name]["module"]["client_sealed"] is True
+        assert seen[name]["controller_sealed"] is sealing
+        assert seen[name]["module"]["client_sealed"] is sealing
     assert not seen["cold"]["module"]["comm"].startswith("ao-")
     for index, name in enumerate(("cold", "warm1", "warm2")):
         run = seen[name]
@@ -419,6 +421,14 @@ def test_a_payload_is_shared_by_later_runs_until_its_module_utils_change(
     playbook.write_text(SHARED_PLAYBOOK)
     time.sleep(azcache.RACY_SECONDS + 0.1)  # files this young are not shared yet
 
+    if not ansible_core_version().startswith(azcache.SUPPORTED_ANSIBLE):
+        # ansible-core 2.18 keeps its payload cache in another format: every warm run
+        # builds its own payloads, as a cold one does (docs/runner.md), and is right.
+        for attempt in ("1", "2"):
+            assert shared_probe(runner, playbook, tmp_path / attempt) == ("one", [])
+        value.write_text('VALUE = "two"\n')
+        assert shared_probe(runner, playbook, tmp_path / "3") == ("two", [])
+        return
     assert shared_probe(runner, playbook, tmp_path / "1") == ("one", ["miss", "shared"])
     assert stat.S_IMODE(warm_servers.ansiballz_dir.stat().st_mode) == 0o700
     entries = list(warm_servers.ansiballz_dir.iterdir())

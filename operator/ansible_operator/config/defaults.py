@@ -174,7 +174,19 @@ WARM_PRIMED_CHILDREN = 4
 # The ansible-core lines (major.minor) warm Ansible was checked on: its pre-import lists
 # (warm/preimports.py) and the module server's payload loading follow ansible-core's
 # internals. On any other line the operator logs why and every run starts cold.
-WARM_ANSIBLE_CORE_LINES = ("2.19", "2.21")
+WARM_ANSIBLE_CORE_LINES = ("2.18", "2.19", "2.21")
+# --ansible-compat / ANSIBLE_OPERATOR_ANSIBLE_COMPAT (ours; docs/porting.md): the
+# ansible-core 2.18 compatibility mode. On by default, so a project built for the Go
+# operator (its image runs ansible-core 2.18) that changes only its FROM line runs its
+# roles unchanged on the default line; "off" once the roles are ported (the mode then
+# reports nothing left to port).
+ANSIBLE_COMPAT_ON = "2.18"
+ANSIBLE_COMPAT_OFF = "off"
+ANSIBLE_COMPAT = ANSIBLE_COMPAT_ON
+ANSIBLE_COMPAT_ENV = "ANSIBLE_OPERATOR_ANSIBLE_COMPAT"
+# ansible-core's own default of DEFAULT_LOOKUP_PLUGIN_PATH (config/base.yml): the mode
+# puts its lookup directory in front of it when ANSIBLE_LOOKUP_PLUGINS is unset.
+ANSIBLE_LOOKUP_PLUGINS_PATH = "~/.ansible/plugins/lookup:/usr/share/ansible/plugins/lookup"
 # glibc malloc arenas per process for the operator and everything forked from the warm
 # servers (warm/malloc.py): fewer arenas keep less freed memory around; 0 leaves
 # glibc's default (8 per CPU). MALLOC_ARENA_MAX in the environment wins.

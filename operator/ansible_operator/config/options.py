@@ -79,6 +79,7 @@ class RunOptions:
     reconcile_all_at_start: bool = defaults.RECONCILE_ALL_AT_START
     warm_idle_timeout: float = defaults.WARM_IDLE_TIMEOUT
     running_condition_delay: float = defaults.RUNNING_CONDITION_DELAY
+    ansible_compat: bool = defaults.ANSIBLE_COMPAT == defaults.ANSIBLE_COMPAT_ON
     zap_encoder: str = "json"
     zap_log_level: str = "info"
     zap_stacktrace_level: str = "error"
@@ -161,6 +162,42 @@ def _add_ours(parser: argparse.ArgumentParser) -> None:
         "--reconcile-all-at-start",
         d.RECONCILE_ALL_AT_START,
         "run every CR at start-up, as the Go operator does, not only changed ones",
+    )
+    add_compat_argument(parser)
+
+
+def add_compat_argument(parser: argparse.ArgumentParser) -> None:
+    """`--ansible-compat`, shared by `run` and `plan` (docs/porting.md)."""
+    parser.add_argument(
+        "--ansible-compat",
+        default=None,
+        help=f"ansible-core 2.18 compatibility mode: {defaults.ANSIBLE_COMPAT_ON} or "
+        f"{defaults.ANSIBLE_COMPAT_OFF} (default: ${defaults.ANSIBLE_COMPAT_ENV}, "
+        f"else {defaults.ANSIBLE_COMPAT})",
+    )
+
+
+def ansible_compat(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
+    """Whether the 2.18 compatibility mode is on: the flag, else the environment, else
+    the default. A bad value is a ConfigError naming where it came from."""
+    if args.ansible_compat is not None:
+        return _compat_value(args.ansible_compat, source="--ansible-compat")
+    raw = environ.get(defaults.ANSIBLE_COMPAT_ENV, "")
+    if raw.strip():
+        return _compat_value(raw, source=f"environment variable {defaults.ANSIBLE_COMPAT_ENV}")
+    return _compat_value(defaults.ANSIBLE_COMPAT, source="config.defaults.ANSIBLE_COMPAT")
+
+
+def _compat_value(value: str, *, source: str) -> bool:
+    """`2.18` is on, `off` is off; anything else is an error naming `source`."""
+    text = value.strip().lower()
+    if text == defaults.ANSIBLE_COMPAT_ON:
+        return True
+    if text == defaults.ANSIBLE_COMPAT_OFF:
+        return False
+    raise ConfigError(
+        f"{source}: invalid value {value!r} "
+        f"(use {defaults.ANSIBLE_COMPAT_ON} or {defaults.ANSIBLE_COMPAT_OFF})"
     )
 
 
@@ -260,6 +297,7 @@ def options_from_args(
         reconcile_all_at_start=args.reconcile_all_at_start,
         warm_idle_timeout=max(0.0, args.warm_idle_timeout),
         running_condition_delay=max(0.0, args.running_condition_delay),
+        ansible_compat=ansible_compat(args, env),
         zap_encoder="console" if args.zap_devel else args.zap_encoder,
         zap_log_level="debug"
         if args.zap_devel and args.zap_log_level == "info"

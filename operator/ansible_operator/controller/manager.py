@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 
 from ansible_operator import __version__
+from ansible_operator.compat import mode as compat_mode
 from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch, load_watches
 from ansible_operator.controller import wiring
@@ -81,12 +82,15 @@ class Manager:
         self.ready = threading.Event()
         self.metrics = OperatorMetrics()
         self.hooks = MetricsHooks(self.metrics)
+        self.compat = compat_mode.resolve(options.ansible_compat)
         self.lifeline: Lifeline  # set first thing in run()
 
     # -- set-up ------------------------------------------------------------------
 
     def _load(self) -> list[Watch]:
         _apply_ansible_paths(self.options)
+        # Before the warm servers start: every run inherits the mode's settings.
+        compat_mode.apply(self.compat, os.environ)
         watches = load_watches(
             self.options.watches_file,
             max_concurrent_reconciles_default=self.options.max_concurrent_reconciles,
@@ -216,6 +220,7 @@ class Manager:
             stop_flag=self.stop_flag,
             cancel_runs=self.cancel_runs,
             on_lost_shard=self._lost_shard,
+            compat=self.compat,
         )
         machinery = wiring.build(basics)
         if machinery is None:

@@ -13,6 +13,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_operator.compat.notices import Notice
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller.contract import run_label
 from ansible_operator.observability.metrics import OperatorMetrics, ReconcileLabel, format_gvk
@@ -39,6 +40,10 @@ class MetricsHooks:
 
     def reconciled(self, *, controller: str, result: ReconcileLabel, seconds: float) -> None:
         self.metrics.reconcile_finished(controller=controller, result=result, seconds=seconds)
+
+    def compat_deprecation(self, watch: Watch, notice: Notice) -> None:
+        """A 2.18 behaviour a run relied on (launch/compatlog.py): the deprecations metric."""
+        self.metrics.compat_deprecation(gvk=self.gvk_of(watch), what=notice.what)
 
     def object_seen(self, watch: Watch, event_type: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}

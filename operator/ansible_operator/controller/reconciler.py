@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat.notices import RunNotes
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import finalizers, reporting
 from ansible_operator.controller.contract import Gate, Key, Outcome, RunMetrics
@@ -300,9 +301,11 @@ class Reconciler:
         Raises errors.Permanent (RunSetupError, or an invalid CR) or OSError when
         the run could not be set up.
         """
-        with self.access.kubeconfig_for(obj, controller=self.watch.controller_name) as kubeconfig:
+        notes = RunNotes()  # what the proxy did for the 2.18 compatibility mode
+        controller = self.watch.controller_name
+        with self.access.kubeconfig_for(obj, controller=controller, notes=notes) as kubeconfig:
             request = self._request(
-                obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log
+                obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log, notes=notes
             )
             what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
             path = request.playbook or request.role
@@ -317,6 +320,7 @@ class Reconciler:
         deleting: bool,
         kubeconfig: Path,
         log: ObjectLogger,
+        notes: RunNotes,
     ) -> RunRequest:
         return build_run_request(
             self.watch,
@@ -327,6 +331,7 @@ class Reconciler:
             settings=self.settings,
             cancel=self.cancel,
             log=log,
+            notes=notes,
         )
 
     def _after_run(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat.mode import CompatMode
 from ansible_operator.config import defaults
 from ansible_operator.config.options import RunOptions
 from ansible_operator.config.watches import Watch
@@ -83,6 +84,9 @@ class Basics:
     stop_flag: threading.Event  # set to stop the operator
     cancel_runs: threading.Event  # set to kill running Ansible
     on_lost_shard: Callable[[], None]
+    # The 2.18 compatibility mode, resolved and applied by the manager before the warm
+    # servers start; the proxy and the drift checks' plans follow it (compat.mode).
+    compat: CompatMode
 
 
 @dataclass
@@ -203,6 +207,9 @@ def _proxy_and_access(basics: Basics, dependents: DependentWatches) -> tuple[Api
         # As in the Go operator, no owner injection also means no dependent watches.
         on_touch=dependents.touched if opts.inject_owner_ref else None,
         bind=f"127.0.0.1:{opts.proxy_port}",
+        compat_restores=basics.compat.restores,
+        # Warning Events of the requests proxy.screen refuses.
+        events=basics.events,
     )
     proxy.start()
     if not opts.inject_owner_ref:
@@ -231,6 +238,7 @@ def _reconcilers(
         runner_root=Path(opts.runner_dir),
         run_timeout=opts.ansible_run_timeout or None,
         running_delay=opts.running_condition_delay,
+        count_notice=basics.hooks.compat_deprecation,
     )
     reconcilers = {}
     for watch in basics.watches:
@@ -280,6 +288,7 @@ def _drift(
         ansible_args=basics.options.ansible_args,
         inject_owner_ref=basics.options.inject_owner_ref,
         cancel=cancel,
+        compat_restores=basics.compat.restores,
     )
     drift = build_scheduler(
         basics.watches,

@@ -12,5 +12,7 @@ run is put together:
     snakecase      the Go operator's snake_case spelling of CR keys
     jsontree       iterative copies and depth checks of JSON-like trees
     tasklog        `--ansible-log-events`: task results as the operator's log lines
+    compatlog      the 2.18 behaviours a run relied on (compat.notices) as log warnings
+                   and the deprecations metric, chained after the task logger
     access         the run's own token and kubeconfig for the API proxy
 """

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat.notices import RunNotes
 from ansible_operator.kube import login
 from ansible_operator.proxy import Owner, RunCredentials, write_kubeconfig
 
@@ -54,12 +55,18 @@ class RunAccess:
 
     @contextlib.contextmanager
     def kubeconfig_for(
-        self, obj: Mapping[str, Any], *, controller: str, read_only: bool = False
+        self,
+        obj: Mapping[str, Any],
+        *,
+        controller: str,
+        read_only: bool = False,
+        notes: RunNotes | None = None,
     ) -> Iterator[Path]:
         """A kubeconfig for one run of `obj`, valid until the block ends.
 
         `read_only` (plans): the proxy sends the run's writes as
-        server-side dry runs (proxy.readonly).
+        server-side dry runs (proxy.readonly). `notes`: where the proxy notes what
+        the 2.18 compatibility mode changed in the run's requests (proxy.screen).
         """
         meta = obj["metadata"]
         owner = Owner(
@@ -72,6 +79,7 @@ class RunAccess:
             # The reconciler runs the finalizer exactly when the CR is being deleted.
             finalizing=bool(meta.get("deletionTimestamp")),
             read_only=read_only,
+            notes=notes,
         )
         with self.credentials.issue(owner) as token:
             handle, name = tempfile.mkstemp(dir=self._dir, prefix="run-", suffix=".kubeconfig")

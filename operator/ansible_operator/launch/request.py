@@ -12,20 +12,25 @@ reconcile would. What goes into it, in order:
 * the per-CR tuning annotations, verbosity and kept artifacts (launch/annotations.py),
   falling back to the watch's values;
 * the `run` flags of `RunSettings` (Ansible arguments, timeout, runner root) and the
-  task logger of `--ansible-log-events` (launch/tasklog.py).
+  task logger of `--ansible-log-events` (launch/tasklog.py);
+* with the run's `RunNotes`, the observer of the 2.18 behaviours it relied on
+  (launch/compatlog.py), chained after the task logger.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat.notices import Notice, RunNotes
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
 from ansible_operator.launch import crannotations
+from ansible_operator.launch.compatlog import observing
 from ansible_operator.launch.extravars import build_extravars
 from ansible_operator.launch.tasklog import task_logger
 from ansible_operator.observability.logging import ObjectLogger
@@ -46,6 +51,8 @@ class RunSettings:
     # --running-condition-delay: Running written only if a run lasts this long
     # (controller/runningmark.py); 0 writes it before every run, as the Go operator.
     running_delay: float = defaults.RUNNING_CONDITION_DELAY
+    # Told each 2.18 behaviour a run relied on (launch/compatlog.py): the metric.
+    count_notice: Callable[[Watch, Notice], None] | None = None
 
 
 def build_run_request(
@@ -58,8 +65,13 @@ def build_run_request(
     settings: RunSettings,
     cancel: threading.Event,
     log: ObjectLogger,
+    notes: RunNotes | None = None,
 ) -> RunRequest:
-    """The RunRequest of one reconcile (or finalizer run when `deleting`) of `obj`."""
+    """The RunRequest of one reconcile (or finalizer run when `deleting`) of `obj`.
+
+    With `notes` (the run's, also given to its proxy Owner) the run's 2.18 behaviours
+    are logged and counted (launch/compatlog.py).
+    """
     gvk, meta = watch.gvk, obj["metadata"]
     playbook, role = watch.playbook, watch.role
     fin = watch.finalizer
@@ -79,6 +91,11 @@ def build_run_request(
     )
     verbosity = crannotations.verbosity(obj, log)
     artifacts = crannotations.max_runner_artifacts(obj, log)
+    on_event = task_logger(settings.ansible_log_events, log)
+    if notes is not None:
+        counter = settings.count_notice
+        count = functools.partial(counter, watch) if counter is not None else None
+        on_event = observing(on_event, notes=notes, log=log, count=count)
     return RunRequest(
         ident=ident,
         group=gvk.group,
@@ -96,5 +113,5 @@ def build_run_request(
         timeout=settings.run_timeout,
         cancel=cancel,
         runner_root=settings.runner_root,
-        on_event=task_logger(settings.ansible_log_events, log),
+        on_event=on_event,
     )

@@ -115,6 +115,15 @@ class OperatorMetrics:
             ["gvk"],
             registry=reg,
         )
+        # Counter appends _total: ansible_operator_compat_deprecations_total.
+        self._compat = Counter(
+            "ansible_operator_compat_deprecations",
+            "ansible-core 2.18 behaviours that runs relied on, once per run and task: "
+            "restored by the 2.18 compatibility mode, or warned of by ansible-core 2.18 "
+            "(docs/porting.md).",
+            ["gvk", "what"],
+            registry=reg,
+        )
         self._drifted = Gauge(
             "ansible_operator_drifted_resources",
             "Custom resources whose last drift check found drift (docs/plan.md).",
@@ -277,6 +286,10 @@ class OperatorMetrics:
         self._run_duration.labels(gvk=gvk, outcome=outcome).observe(seconds)
         if outcome != "successful":
             self._run_failures.labels(gvk=gvk).inc()
+
+    def compat_deprecation(self, *, gvk: str, what: str) -> None:
+        """A run relied on a 2.18 behaviour (`what`: one of compat.notices.WHATS)."""
+        self._compat.labels(gvk=gvk, what=what).inc()
 
     def resource_created(
         self, *, name: str, namespace: str, group: str, version: str, kind: str, created_at: float

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat import mode as compat_mode
 from ansible_operator.config import defaults
+from ansible_operator.config.options import add_compat_argument, ansible_compat
 from ansible_operator.config.watches import Watch, load_watches
 from ansible_operator.errors import OperatorError
 from ansible_operator.kube.client import Kube, load_api_client
@@ -57,6 +60,7 @@ def add_plan_parser(sub: Any) -> None:
         default=str(defaults.WARM_ANSIBLE).lower(),
         help="fork Ansible from warm interpreters, as the operator does (default true)",
     )
+    add_compat_argument(plan)
 
 
 def _usage_error(args: argparse.Namespace) -> str:
@@ -80,12 +84,16 @@ def run_plan(args: argparse.Namespace) -> int:
         )
         kube = Kube(load_api_client())
         found = _target(args, watches, kube)
+        # As `run` does, before the warm servers start.
+        compat = compat_mode.resolve(ansible_compat(args, os.environ))
+        compat_mode.apply(compat, os.environ)
         plan = make_plan(
             found,
             kube=kube,
             ansible_args=args.ansible_args,
             deleting=args.delete,
             warm=args.warm_ansible == "true",
+            compat_restores=compat.restores,
         )
     except OperatorError as err:
         print(f"ansible-operator plan: {' '.join(str(err).split())}", file=sys.stderr)

@@ -11,7 +11,9 @@ Ansible runner. The flow of one plan:
    through the proxy, which sends every write as a server-side dry run;
 2. launch/request.py's `build_run_request` builds the reconcile's own RunRequest;
    `--check --diff` are added to its Ansible arguments and the Journal observes
-   its events; the runner runs it in a private runner directory, removed after;
+   its events, and so does the observer of the 2.18 behaviours the run relied on
+   (launch/compatlog.py, listed in the plan); the runner runs it in a private
+   runner directory, removed after;
 3. plan/changes.py reads the journal back as object changes.
 
 A drift check is exactly the plan of the existing CR as it is: the objects the
@@ -30,10 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ansible_operator.compat.notices import Notice, RunNotes
 from ansible_operator.config.watches import Watch
 from ansible_operator.errors import OperatorError
 from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.launch.access import RunAccess
+from ansible_operator.launch.compatlog import observing
 from ansible_operator.launch.request import RunSettings, build_run_request
 from ansible_operator.observability.logging import object_logger
 from ansible_operator.plan import changes, report, target
@@ -53,7 +57,13 @@ DRIFT_ACTIONS = frozenset({"create", "update", "delete"})
 
 
 def make_plan(
-    found: target.Target, *, kube: Kube, ansible_args: str, deleting: bool, warm: bool
+    found: target.Target,
+    *,
+    kube: Kube,
+    ansible_args: str,
+    deleting: bool,
+    warm: bool,
+    compat_restores: bool = False,
 ) -> report.Plan:
     """Run the plan of `found` (see the module docstring) and read it back."""
     root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
@@ -61,7 +71,12 @@ def make_plan(
     try:
         runner = AnsibleRunner(root=root, warm=servers)
         return plan_with(
-            found, kube=kube, runner=runner, ansible_args=ansible_args, deleting=deleting
+            found,
+            kube=kube,
+            runner=runner,
+            ansible_args=ansible_args,
+            deleting=deleting,
+            compat_restores=compat_restores,
         )
     finally:
         _stop(servers)
@@ -77,6 +92,7 @@ def plan_with(
     deleting: bool,
     inject_owner_ref: bool = True,
     cancel: threading.Event | None = None,
+    compat_restores: bool = False,
 ) -> report.Plan:
     """The plan of `found`, run by `runner` (the operator's own for drift checks)
     in a private runner directory, through a proxy of its own."""
@@ -89,11 +105,14 @@ def plan_with(
         inject_owner_ref=inject_owner_ref,
         on_dry_run=journal.record,
         quiet=True,
+        # As the operator's proxy: a plan must see what a run would send.
+        compat_restores=compat_restores,
     )
     proxy.start()
     # No sweep: inside the operator it would take the operator's own directory.
     access = RunAccess(credentials=credentials, proxy_url=proxy.url, sweep=False)
     root = Path(tempfile.mkdtemp(prefix="ansible-operator-plan-"))
+    deprecations: list[Notice] = []
     try:
         result = _run(
             found,
@@ -103,6 +122,7 @@ def plan_with(
             journal=journal,
             args=ansible_args,
             cancel=cancel or threading.Event(),
+            deprecations=deprecations,
         )
     finally:
         proxy.stop()
@@ -124,6 +144,7 @@ def plan_with(
         analysis=changes.analyze(journal.entries, cr=found.obj),
         error=_error(result),
         run_seconds=result.duration,
+        deprecations=tuple(deprecations),
     )
 
 
@@ -149,6 +170,7 @@ def _run(
     journal: Journal,
     args: str,
     cancel: threading.Event,
+    deprecations: list[Notice],
 ) -> RunResult:
     watch = found.watch
     meta = found.obj["metadata"]
@@ -163,8 +185,9 @@ def _run(
         run_timeout=None,
     )
     deleting = bool(meta.get("deletionTimestamp"))
+    notes = RunNotes()
     with access.kubeconfig_for(
-        found.obj, controller=watch.controller_name, read_only=True
+        found.obj, controller=watch.controller_name, read_only=True, notes=notes
     ) as kubeconfig:
         request = build_run_request(
             watch,
@@ -176,7 +199,8 @@ def _run(
             cancel=cancel,
             log=logger,
         )
-        request = dataclasses.replace(request, on_event=journal.observe)
+        on_event = observing(journal.observe, notes=notes, log=logger, count=deprecations.append)
+        request = dataclasses.replace(request, on_event=on_event)
         return runner.run(request)
 
 
@@ -222,6 +246,7 @@ def drift_findings(
     ansible_args: str,
     inject_owner_ref: bool,
     cancel: threading.Event,
+    compat_restores: bool = False,
 ) -> Findings:
     """The drift of an existing CR: its plan, run with the operator's `runner`."""
     found = target.Target(watch=watch, resource=resource, obj=obj, exists=True)
@@ -234,6 +259,7 @@ def drift_findings(
             deleting=False,
             inject_owner_ref=inject_owner_ref,
             cancel=cancel,
+            compat_restores=compat_restores,
         )
     except (OperatorError, OSError) as err:
         return Findings(drifted=(), error=" ".join(str(err).split()) or type(err).__name__)

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_operator.compat.notices import Notice
 from ansible_operator.plan.changes import Analysis, ObjectChange
 
 SCHEMA = "plan.ansible-operator.io/v1"
@@ -30,6 +31,8 @@ class Plan:
     analysis: Analysis
     error: str | None = None  # why the run failed (the failing tasks' messages)
     run_seconds: float = 0.0  # how long the Ansible run took
+    # ansible-core 2.18 behaviours the run relied on (compat.notices; docs/porting.md).
+    deprecations: tuple[Notice, ...] = ()
 
 
 def exit_code(plan: Plan) -> int:
@@ -81,6 +84,10 @@ def document(plan: Plan) -> dict[str, Any]:
         "requestErrors": found.errors,
         "error": plan.error,
         "runSeconds": round(plan.run_seconds, 3),
+        "compatDeprecations": [
+            {"what": n.what, "task": n.task, "taskPath": n.task_path, "message": n.message}
+            for n in plan.deprecations
+        ],
     }
 
 
@@ -120,6 +127,10 @@ def text(plan: Plan) -> str:
     if found.requeue_after:
         lines += ["", f"Requeue after: {found.requeue_after}"]
     lines += _section("Requests that failed or were refused:", found.errors)
+    lines += _section(
+        "ansible-core 2.18 behaviours the run relied on (docs/porting.md):",
+        [f"{n.what}: task {n.task!r} at {n.task_path}: {n.message}" for n in plan.deprecations],
+    )
     lines += ["", _summary(plan)]
     return "\n".join(lines) + "\n"
 

@@ -12,6 +12,9 @@ reports each write (`Touch`) so `controller.dependents` can watch the kind.
     server       ApiProxy: listener, ownership of writes, follow-up patches
     handler      one client connection: auth, forwarding, streaming, upgrades
     readonly     read-only runs (plans): writes sent as dry runs, live requests refused
+    screen       before ownership: a run never re-creates its own deleted CR; with the
+                 2.18 compatibility mode, numbers in string fields are sent as text
+    discovery    which stored resource a request addresses (ownership and screen ask)
     headers      which headers are copied between a run and the API server
 
 The API server side (pooled TLS connections, the operator's auth) is

@@ -28,12 +28,14 @@ import hmac
 import os
 import secrets
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
+
+from ansible_operator.compat.notices import RunNotes
 
 # 32 bytes = 256 bits of randomness; token_urlsafe encodes them in 43 characters.
 _TOKEN_BYTES = 32
@@ -55,6 +57,9 @@ class Owner:
     # A plan (proxy.readonly): every write is sent as a server-side
     # dry run and requests that cannot be dry-run are refused.
     read_only: bool = False
+    # Where the proxy notes what the 2.18 compatibility mode changed in this run's
+    # requests (proxy.screen); the run's notice observer reports them (compat.notices).
+    notes: RunNotes | None = field(default=None, compare=False, repr=False)
 
     @property
     def group(self) -> str:

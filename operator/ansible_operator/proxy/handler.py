@@ -184,7 +184,11 @@ class ProxyHandler(BaseHTTPRequestHandler):
             target = readonly.dry_run_target(target)
         info = parse_request(self.command, target)
         content_type = self.headers.get("Content-Type", "")
-        plan, body = proxy.plan(owner, self.command, info, content_type, body)
+        screened = proxy.screen(owner, self.command, info, content_type, body)
+        if screened.refusal:
+            self._status(403, "Forbidden", screened.refusal)
+            return
+        plan, body = proxy.plan(owner, self.command, info, content_type, screened.body)
         headers = copy_headers(self.headers.items(), connection=self.headers.get("Connection", ""))
         follow = plan is not None and plan.needs_follow_up and not info.dry_run
         if follow or recorded:

@@ -55,11 +55,13 @@ from typing import Any
 import urllib3
 import yaml
 
-from ansible_operator.errors import ConfigError, NotFound, OperatorError
+from ansible_operator.errors import ConfigError, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.kube.upstream import Configuration, Upstream, UpstreamError, shutdown_socket
+from ansible_operator.observability.eventrecorder import EventRecorder
 from ansible_operator.proxy.credentials import Owner, RunCredentials
+from ansible_operator.proxy.discovery import resource_of
 from ansible_operator.proxy.handler import ProxyHandler
 from ansible_operator.proxy.ownership import (
     APPLY_PATCH,
@@ -76,6 +78,7 @@ from ansible_operator.proxy.ownership import (
     write_kind,
 )
 from ansible_operator.proxy.readonly import DryRunWrite
+from ansible_operator.proxy.screen import RequestScreen
 
 log = logging.getLogger("ansible_operator.proxy")
 
@@ -175,6 +178,8 @@ class ApiProxy:
         on_dry_run: OnDryRun | None = None,
         bind: str = "127.0.0.1:0",
         quiet: bool = False,
+        compat_restores: bool = False,
+        events: EventRecorder | None = None,
     ) -> None:
         """`quiet`: a short-lived proxy of one plan (a drift check plans every period)
         logs its start at debug level only, and no warning about `inject_owner_ref`
@@ -187,6 +192,9 @@ class ApiProxy:
         self.on_touch = on_touch
         # Told every write (and refusal) of a read-only run: what a plan records.
         self.on_dry_run = on_dry_run
+        # Called by the handler before ownership: proxy.screen's rules (its own CR is
+        # never re-created; with `compat_restores`, numbers in string fields go as text).
+        self.screen = RequestScreen(kube, restores=compat_restores, events=events)
         self.upstream = Upstream(upstream)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -267,26 +275,6 @@ class ApiProxy:
 
     # -- ownership (called from handler threads) -----------------------------
 
-    def _resource(self, info: RequestInfo) -> ResourceInfo | None:
-        try:
-            return self.kube.resource_for_plural(
-                group=info.group, version=info.version, plural=info.resource
-            )
-        except NotFound:
-            # Unknown (even after re-reading discovery) or virtual: the API
-            # server answers the request itself; nothing to own.
-            return None
-        except OperatorError as err:
-            # A broken discovery must not fail the run's request (SDK #3112):
-            # forward it unowned, and say so.
-            log.warning(
-                "Discovery of %s/%s failed; forwarding without ownership: %s",
-                info.group or "core",
-                info.resource,
-                err,
-            )
-            return None
-
     def plan(
         self, owner: Owner, method: str, info: RequestInfo, content_type: str, body: bytes
     ) -> tuple[WritePlan | None, bytes]:
@@ -294,7 +282,7 @@ class ApiProxy:
         kind = write_kind(method, info, content_type) if self.inject_owner_ref else WriteKind.NONE
         if kind is WriteKind.NONE:
             return None, body
-        resource = self._resource(info)
+        resource = resource_of(self.kube, info)
         if resource is None:
             return None, body
         obj = _decode_object(body, content_type) if kind is not WriteKind.PATCH else None

@@ -6,7 +6,9 @@ interpreter client (client.interpreter_main) that the generated inventory names 
 `ansible_python_interpreter`. Each run child runs the AnsiballZ wrapper (a script
 path, or the payload on stdin when pipelining) as `__main__`, as a cold interpreter
 would; the wrapper then unpacks the module zip and calls
-`ansible.module_utils._internal._ansiballz._loader.run_module`.
+`ansible.module_utils._internal._ansiballz._loader.run_module` (ansible-core 2.19+),
+or `runpy.run_module` with the zip first on sys.path (2.18): both are wrapped in the
+run child so the check below happens before the module is imported.
 
 Pre-imported (`preimports.MODULE_PREIMPORTS`): ansible.module_utils.basic and its
 dependencies, the kubernetes client and kubernetes.core's module_utils. Never
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import runpy
 import sys
 import zipfile
 import zlib
@@ -112,17 +115,40 @@ class PayloadIndex:
                 module.__path__ = [first, *path]  # type: ignore[union-attr]
 
 
+def _prepared(index: PayloadIndex, modlib_path: str) -> bool:
+    """Make the pre-imported packages see the payload (see the module docstring);
+    False when the payload's Ansible files differ and the ansible* modules were
+    dropped from sys.modules, so the payload's own copies get imported."""
+    with zipfile.ZipFile(modlib_path) as payload:
+        infos = {info.filename: info for info in payload.infolist()}
+    if index.mismatches(infos):
+        for name in [n for n in sys.modules if _is_ansible(n)]:
+            del sys.modules[name]
+        return False
+    index.extend_paths(modlib_path, infos)
+    return True
+
+
 def _checked_loader(index: PayloadIndex, original: Callable[..., Any]) -> Callable[..., Any]:
     def run_module(*, modlib_path: str, **kwargs: Any) -> Any:
-        with zipfile.ZipFile(modlib_path) as payload:
-            infos = {info.filename: info for info in payload.infolist()}
-        if index.mismatches(infos):
-            for name in [n for n in sys.modules if _is_ansible(n)]:
-                del sys.modules[name]
+        if not _prepared(index, modlib_path):
             fresh = importlib.import_module(_LOADER)
             return fresh.run_module(modlib_path=modlib_path, **kwargs)
-        index.extend_paths(modlib_path, infos)
         return original(modlib_path=modlib_path, **kwargs)
+
+    return run_module
+
+
+def _checked_runpy(index: PayloadIndex, original: Callable[..., Any]) -> Callable[..., Any]:
+    """ansible-core 2.18's wrapper has no loader module: it puts the payload first on
+    sys.path and calls `runpy.run_module(..., init_globals={'_modlib_path': ...})`.
+    The same check then happens here, once, for the module it runs."""
+
+    def run_module(mod_name: str, init_globals: Any = None, *args: Any, **kwargs: Any) -> Any:
+        modlib_path = (init_globals or {}).get("_modlib_path")
+        if isinstance(modlib_path, str) and zipfile.is_zipfile(modlib_path):
+            _prepared(index, modlib_path)
+        return original(mod_name, init_globals, *args, **kwargs)
 
     return run_module
 
@@ -154,6 +180,8 @@ def _run_module(
     loader = sys.modules.get(_LOADER)
     if loader is not None:
         loader.run_module = _checked_loader(index, loader.run_module)  # type: ignore[attr-defined]
+    else:  # ansible-core 2.18
+        runpy.run_module = _checked_runpy(index, runpy.run_module)
     code = compile(source, filename, "exec", dont_inherit=True)
     child.run_main(code, filename=main_file)
 

@@ -21,16 +21,30 @@ interpreter for the installed versions:
 
 Names that fail to import (a collection that is not installed) are skipped.
 Re-run the check when ansible-core, kubernetes or kubernetes.core is upgraded.
+
+Each ansible-core line has its own lists: `PLAYBOOK_PREIMPORTS` and
+`MODULE_PREIMPORTS` are those of the installed line (read from the package's
+metadata, without importing Ansible). The 2.18 line's playbook list came from the
+same greedy check on ansible-core 2.18.19 (Python 3.11); its module list is the
+2.19+ one without the module_utils internals 2.18 does not have.
 """
 
 from __future__ import annotations
 
-__all__ = ["MODULE_FORBIDDEN", "MODULE_PREIMPORTS", "PLAYBOOK_FORBIDDEN", "PLAYBOOK_PREIMPORTS"]
+import importlib.metadata
+
+__all__ = [
+    "MODULE_FORBIDDEN",
+    "MODULE_PREIMPORTS",
+    "PLAYBOOK_FORBIDDEN",
+    "PLAYBOOK_PREIMPORTS",
+    "installed_line",
+]
 
 PLAYBOOK_FORBIDDEN = ("ansible.constants",)
 MODULE_FORBIDDEN = ("ansible.constants", "ansible._internal")
 
-PLAYBOOK_PREIMPORTS: tuple[str, ...] = (
+_PLAYBOOK_219: tuple[str, ...] = (
     "inspect",
     "ansible._vendor",
     "locale",
@@ -185,7 +199,7 @@ PLAYBOOK_PREIMPORTS: tuple[str, ...] = (
     "tomllib",
 )
 
-MODULE_PREIMPORTS: tuple[str, ...] = (
+_MODULE_219: tuple[str, ...] = (
     "ansible.module_utils.basic",
     "ansible.module_utils._internal._ansiballz._loader",
     "ansible.module_utils.urls",
@@ -222,3 +236,74 @@ MODULE_PREIMPORTS: tuple[str, ...] = (
     "ansible_collections.kubernetes.core.plugins.module_utils.selector",
     "ansible_collections.kubernetes.core.plugins.modules",
 )
+
+# ansible-core 2.18: no data tagging, no ansible._internal; ansible.constants is
+# imported by more of the controller (the executor, plugins), so the list is shorter.
+_PLAYBOOK_218: tuple[str, ...] = (
+    "importlib.metadata",
+    "email.parser",
+    "ansible.config.manager",
+    "ansible.utils.fqcn",
+    "encodings.unicode_escape",
+    "curses",
+    "ctypes.util",
+    "secrets",
+    "ansible.utils.unsafe_proxy",
+    "ansible.context",
+    "ansible.inventory",
+    "ansible.parsing.splitter",
+    "ansible.parsing.utils.addresses",
+    "cryptography.hazmat.primitives.padding",
+    "cryptography.hazmat.primitives.hmac",
+    "cryptography.hazmat.primitives.kdf.pbkdf2",
+    "cryptography.hazmat.backends.openssl",
+    "ansible.utils.collection_loader",
+    "packaging.specifiers",
+    "ansible.utils.helpers",
+    "ansible.vars",
+    "ansible.module_utils.basic",
+    "ansible.utils.sentinel",
+    "tarfile",
+    "multiprocessing.queues",
+    "difflib",
+    "ansible.utils.lock",
+    "ansible.module_utils.compat.paramiko",
+    "ansible.utils.shlex",
+    "tomllib",
+    "ansible.utils.hashing",
+    "ansible.module_utils.json_utils",
+    "pexpect",
+    "ansible.modules",
+    "ansible.executor.powershell",
+    "ansible.executor.action_write_locks",
+    "ansible.parsing.utils.jsonify",
+    "ansible.utils._junit_xml",
+    "cmd",
+    "pprint",
+    "ansible.executor.process",
+    "ansible.module_utils.connection",
+    "multiprocessing.popen_fork",
+)
+# Present on 2.19+ only: the AnsiballZ loader and the JSON profiles of module_utils.
+_MODULE_219_ONLY = frozenset(
+    {
+        "ansible.module_utils._internal._ansiballz._loader",
+        "ansible.module_utils._internal._json._profiles._module_legacy_c2m",
+        "ansible.module_utils._internal._json._profiles._module_legacy_m2c",
+    }
+)
+_MODULE_218 = tuple(name for name in _MODULE_219 if name not in _MODULE_219_ONLY)
+
+
+def installed_line() -> tuple[int, int] | None:
+    """ansible-core's (major, minor), from its metadata; None if unknown."""
+    try:
+        major, minor = importlib.metadata.version("ansible-core").split(".")[:2]
+        return int(major), int(minor)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+_ON_218 = installed_line() == (2, 18)
+PLAYBOOK_PREIMPORTS: tuple[str, ...] = _PLAYBOOK_218 if _ON_218 else _PLAYBOOK_219
+MODULE_PREIMPORTS: tuple[str, ...] = _MODULE_218 if _ON_218 else _MODULE_219

@@ -89,8 +89,10 @@ class RecordingAccess(RunAccess):
         self.kubeconfigs: list[Path] = []
 
     @contextlib.contextmanager
-    def kubeconfig_for(self, obj: Mapping[str, Any], *, controller: str) -> Iterator[Path]:
-        with super().kubeconfig_for(obj, controller=controller) as path:
+    def kubeconfig_for(
+        self, obj: Mapping[str, Any], *, controller: str, notes: Any = None
+    ) -> Iterator[Path]:
+        with super().kubeconfig_for(obj, controller=controller, notes=notes) as path:
             self.kubeconfigs.append(path)
             yield path
 
