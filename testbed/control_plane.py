@@ -128,7 +128,13 @@ class ControlPlane:
         if not state:
             return None
         files = pki.files_in(self.layout.pki_dir)
-        return probes.Api(str(state["server"]), probes.admin_context(files))
+        try:
+            context = probes.admin_context(files)
+        except OSError:
+            # A crashed `up` can leave its state file before (or without) its
+            # PKI: there is then no API to ask, and `down` must still clean up.
+            return None
+        return probes.Api(str(state["server"]), context)
 
     def healthy(self) -> bool:
         state = self._read_state()
