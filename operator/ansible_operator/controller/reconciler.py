@@ -42,7 +42,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from ansible_operator.compat.notices import RunNotes
@@ -62,7 +61,7 @@ from ansible_operator.launch.request import RunSettings, build_run_request
 from ansible_operator.observability.logging import ObjectLogger, object_logger
 from ansible_operator.observability.metrics import format_gvk
 from ansible_operator.runner import privatedir
-from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
+from ansible_operator.runner.base import Runner, RunOutcome, RunResult, new_ident
 
 log = logging.getLogger("ansible_operator.reconciler")
 
@@ -304,35 +303,21 @@ class Reconciler:
         notes = RunNotes()  # what the proxy did for the 2.18 compatibility mode
         controller = self.watch.controller_name
         with self.access.kubeconfig_for(obj, controller=controller, notes=notes) as kubeconfig:
-            request = self._request(
-                obj, ident=ident, deleting=deleting, kubeconfig=kubeconfig, log=log, notes=notes
+            request = build_run_request(
+                self.watch,
+                obj,
+                ident=ident,
+                deleting=deleting,
+                kubeconfig=kubeconfig,
+                settings=self.settings,
+                cancel=self.cancel,
+                log=log,
+                notes=notes,
             )
             what = "finalizer" if deleting else ("playbook" if request.playbook else "role")
             path = request.playbook or request.role
             mark.start(f"Running {what} {path}")
             return self.runner.run(request)
-
-    def _request(
-        self,
-        obj: Mapping[str, Any],
-        *,
-        ident: str,
-        deleting: bool,
-        kubeconfig: Path,
-        log: ObjectLogger,
-        notes: RunNotes,
-    ) -> RunRequest:
-        return build_run_request(
-            self.watch,
-            obj,
-            ident=ident,
-            deleting=deleting,
-            kubeconfig=kubeconfig,
-            settings=self.settings,
-            cancel=self.cancel,
-            log=log,
-            notes=notes,
-        )
 
     def _after_run(
         self,

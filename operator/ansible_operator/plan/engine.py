@@ -128,24 +128,27 @@ def plan_with(
         proxy.stop()
         access.close()
         shutil.rmtree(root, ignore_errors=True)
-    meta = found.obj["metadata"]
-    watch = found.watch
-    runs = _runs(watch, deleting=deleting)
     return report.Plan(
-        resource={
-            "apiVersion": found.obj.get("apiVersion"),
-            "kind": found.obj.get("kind"),
-            "namespace": meta.get("namespace") or "",
-            "name": meta.get("name"),
-            "exists": found.exists,
-        },
+        resource=_resource(found),
         mode="finalizer" if deleting else "reconcile",
-        runs=runs,
+        runs=_runs(found.watch, deleting=deleting),
         analysis=changes.analyze(journal.entries, cr=found.obj),
         error=_error(result),
         run_seconds=result.duration,
         deprecations=tuple(deprecations),
     )
+
+
+def _resource(found: target.Target) -> dict[str, Any]:
+    """Which object the plan is about, as the report names it."""
+    meta = found.obj["metadata"]
+    return {
+        "apiVersion": found.obj.get("apiVersion"),
+        "kind": found.obj.get("kind"),
+        "namespace": meta.get("namespace") or "",
+        "name": meta.get("name"),
+        "exists": found.exists,
+    }
 
 
 def _runs(watch: Watch, *, deleting: bool) -> str:

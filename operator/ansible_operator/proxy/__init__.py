@@ -8,7 +8,7 @@ the objects a run writes owned by its custom resource (`ownership`), and
 reports each write (`Touch`) so `controller.dependents` can watch the kind.
 
     credentials  Owner, RunCredentials, RunToken, write_kubeconfig
-    ownership    URL parsing and the ownership rules, as pure functions
+    ownership    body and URL parsing and the ownership rules, as pure functions
     server       ApiProxy: listener, ownership of writes, follow-up patches
     handler      one client connection: auth, forwarding, streaming, upgrades
     readonly     read-only runs (plans): writes sent as dry runs, live requests refused

@@ -1,8 +1,9 @@
 """Ownership rules of the API proxy, as pure functions (docs/proxy.md).
 
-Called by `proxy.server` for every write a run sends: `parse_request` tells
-what the URL addresses, `write_kind` whether the write can create the object,
-`decide` whether a created object gets an ownerReference or the two
+Called by `proxy.server` for every write a run sends: `decode_body` reads the
+object a body carries, `parse_request` tells what the URL addresses,
+`write_kind` whether the write can create the object, `decide` whether a
+created object gets an ownerReference or the two
 `operator-sdk/primary-resource*` annotations, `with_ownership` puts it into a
 request body and `followup_patch` builds the JSON patch that adds it after a
 write that turned out to create. The resulting `Touch` is handed to
@@ -38,7 +39,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from ansible_operator.config.watches import Watch
+from ansible_operator.kube import deepjson
 from ansible_operator.proxy.credentials import Owner
 
 OWNER_ANNOTATION = "operator-sdk/primary-resource"
@@ -362,3 +366,20 @@ def owner_links(obj: Mapping[str, Any], index: PrimaryIndex) -> frozenset[OwnerL
         if name:
             links.add(OwnerLink(controller, False, owner_ns, name))
     return frozenset(links)
+
+
+def decode_body(body: bytes, content_type: str) -> dict[str, Any] | None:
+    """The object in a POST/PUT/apply body, or None if it is not JSON/YAML of an object."""
+    media = content_type.split(";", maxsplit=1)[0].strip().lower()
+    if media not in {"application/json", APPLY_PATCH, "application/yaml", ""}:
+        return None  # e.g. protobuf: forwarded untouched
+    try:
+        obj = deepjson.loads(body)
+    except ValueError:
+        if media == "application/json":
+            return None
+        try:
+            obj = yaml.safe_load(body)
+        except yaml.YAMLError:
+            return None
+    return obj if isinstance(obj, dict) else None

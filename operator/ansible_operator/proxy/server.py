@@ -53,7 +53,6 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 import urllib3
-import yaml
 
 from ansible_operator.errors import ConfigError, OperatorError
 from ansible_operator.kube import deepjson
@@ -64,13 +63,13 @@ from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.discovery import resource_of
 from ansible_operator.proxy.handler import ProxyHandler
 from ansible_operator.proxy.ownership import (
-    APPLY_PATCH,
     JSON_PATCH,
     Mode,
     RequestInfo,
     Touch,
     WriteKind,
     decide,
+    decode_body,
     dependent_namespace,
     followup_patch,
     has_ownership,
@@ -118,23 +117,6 @@ def _parse_bind(bind: str) -> tuple[str, int]:
         # where no one can sniff the traffic.
         raise ConfigError(f"API proxy bind address {bind!r}: only loopback addresses are allowed")
     return host, int(port)
-
-
-def _decode_object(body: bytes, content_type: str) -> dict[str, Any] | None:
-    """The object in a POST/PUT/apply body, or None if it is not JSON/YAML of an object."""
-    media = content_type.split(";", maxsplit=1)[0].strip().lower()
-    if media not in {"application/json", APPLY_PATCH, "application/yaml", ""}:
-        return None  # e.g. protobuf: forwarded untouched
-    try:
-        obj = deepjson.loads(body)
-    except ValueError:
-        if media == "application/json":
-            return None
-        try:
-            obj = yaml.safe_load(body)
-        except yaml.YAMLError:
-            return None
-    return obj if isinstance(obj, dict) else None
 
 
 def _is_owner(owner: Owner, resource: ResourceInfo, *, namespace: str, name: str) -> bool:
@@ -285,7 +267,7 @@ class ApiProxy:
         resource = resource_of(self.kube, info)
         if resource is None:
             return None, body
-        obj = _decode_object(body, content_type) if kind is not WriteKind.PATCH else None
+        obj = decode_body(body, content_type) if kind is not WriteKind.PATCH else None
         if kind is not WriteKind.PATCH and obj is None:
             log.info("Cannot read the body of %s %s; forwarding without ownership", method, info)
             return None, body
