@@ -59,6 +59,7 @@ from ansible_operator.errors import ConfigError, NotFound, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.kube.upstream import Configuration, Upstream, UpstreamError, shutdown_socket
+from ansible_operator.observability.serving import Serving
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.handler import ProxyHandler
 from ansible_operator.proxy.ownership import (
@@ -189,6 +190,7 @@ class ApiProxy:
         self.on_dry_run = on_dry_run
         self.upstream = Upstream(upstream)
         self._server: _Server | None = None
+        self._serving: Serving | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         # Open client sockets and upstream streams, closed by stop() so that
@@ -214,12 +216,8 @@ class ApiProxy:
                 f"API proxy: cannot listen on {host}:{port} (--proxy-port): {err.strerror or err}"
             ) from err
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="api-proxy",
-            daemon=True,
-        )
+        self._serving = Serving(server)
+        self._thread = threading.Thread(target=self._serving.run, name="api-proxy", daemon=True)
         self._thread.start()
         if not self.inject_owner_ref and not self._quiet:
             log.warning(
@@ -232,9 +230,11 @@ class ApiProxy:
     def stop(self) -> None:
         """Stop listening and end every connection and stream in flight."""
         server, self._server = self._server, None
+        serving, self._serving = self._serving, None
         if server is None:
             return
-        server.shutdown()
+        if serving is not None:
+            serving.stop()
         server.server_close()
         with self._lock:
             sockets, self._sockets = list(self._sockets), set()
