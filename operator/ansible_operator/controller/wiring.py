@@ -198,7 +198,7 @@ def _proxy_and_access(basics: Basics, dependents: DependentWatches) -> tuple[Api
     opts = basics.options
     credentials = RunCredentials()
     proxy = ApiProxy(
-        upstream=basics.kube.api_client.configuration,
+        upstream=basics.kube.login,
         credentials=credentials,
         kube=basics.kube,
         inject_owner_ref=opts.inject_owner_ref,

@@ -27,7 +27,7 @@ from pathlib import Path
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch, load_watches
 from ansible_operator.errors import OperatorError
-from ansible_operator.kube.client import Kube, load_api_client
+from ansible_operator.kube.client import Kube, load_login
 from ansible_operator.plan import report, target
 from ansible_operator.plan.engine import make_plan
 
@@ -53,7 +53,7 @@ def run_plan(args: argparse.Namespace) -> int:
             max_concurrent_reconciles_default=defaults.MAX_CONCURRENT_RECONCILES,
             ansible_verbosity_default=defaults.ANSIBLE_VERBOSITY,
         )
-        kube = Kube(load_api_client())
+        kube = Kube(load_login())
         found = _target(args, watches, kube)
         plan = make_plan(
             found,

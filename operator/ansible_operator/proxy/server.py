@@ -58,7 +58,8 @@ import yaml
 from ansible_operator.errors import ConfigError, NotFound, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, ResourceInfo
-from ansible_operator.kube.upstream import Configuration, Upstream, UpstreamError, shutdown_socket
+from ansible_operator.kube.login import Login
+from ansible_operator.kube.upstream import Upstream, UpstreamError, shutdown_socket
 from ansible_operator.observability.serving import Serving
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.handler import ProxyHandler
@@ -168,7 +169,7 @@ class ApiProxy:
     def __init__(
         self,
         *,
-        upstream: Configuration,
+        upstream: Login,
         credentials: RunCredentials,
         kube: Kube,
         inject_owner_ref: bool,
