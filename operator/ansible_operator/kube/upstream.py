@@ -7,7 +7,8 @@ forwarded request through it). Every request a run sends is re-sent from here
 with the operator's credentials (client certificate and key, CA, bearer token,
 basic auth), never the run's. Plain requests go through one pooled urllib3
 PoolManager built by `make_pool` exactly as the kubernetes client builds its own
-(same TLS settings, same HTTP proxy settings; `Kube` uses it too); connection
+(same TLS settings, same HTTP proxy settings, the environment's included;
+`Kube` uses it too); connection
 upgrades (exec, attach, port-forward) get a raw TLS socket of their own, since
 after the 101 the connection is no longer HTTP.
 
@@ -18,10 +19,12 @@ account tokens rotate, and a token read once at start-up would expire.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import socket
 import ssl
 import urllib.parse
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,13 +64,51 @@ def make_pool(login: Login) -> urllib3.PoolManager:
     }
     if login.tls_server_name:
         pool_args["server_hostname"] = login.tls_server_name
-    if not login.proxy:
+    proxy = proxy_for(login.host, login.proxy)
+    if not proxy:
         return urllib3.PoolManager(**pool_args)
-    if login.proxy.split("://", 1)[0].lower() in {"socks5", "socks5h", "socks4", "socks4a"}:
+    if proxy.split("://", 1)[0].lower() in {"socks5", "socks5h", "socks4", "socks4a"}:
         from urllib3.contrib.socks import SOCKSProxyManager  # noqa: PLC0415 - rarely used
 
-        return SOCKSProxyManager(login.proxy, **pool_args)
-    return urllib3.ProxyManager(login.proxy, **pool_args)
+        return SOCKSProxyManager(proxy, **pool_args)
+    return urllib3.ProxyManager(proxy, **pool_args)
+
+
+def proxy_for(server: str, configured: str | None) -> str | None:
+    """The proxy to reach `server` through: the kubeconfig's `proxy-url`, else the
+    environment's (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY by the server's scheme), and
+    none when NO_PROXY names the server, as the kubernetes client (and client-go)
+    decide; an operator deployed behind a proxy sets these, with NO_PROXY holding
+    the cluster's service range."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(server)
+    if _bypassed(parts.hostname or "", parts.netloc.lower(), proxies.get("no", "")):
+        return None
+    return configured or proxies.get(parts.scheme) or proxies.get("all") or None
+
+
+def _bypassed(host: str, host_and_port: str, no_proxy: str) -> bool:
+    """Whether a NO_PROXY entry (`*`, a CIDR or address, a domain, host:port) names `host`."""
+    if not host:
+        return True
+    host = host.lower()
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (part.strip().lower() for part in no_proxy.split(",")):
+        if entry == "*":
+            return True
+        if not entry:
+            continue
+        if address is not None:
+            with contextlib.suppress(ValueError):
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+        domain = entry.lstrip(".")
+        if domain in (host_and_port, host) or host.endswith("." + domain):
+            return True
+    return False
 
 
 class Upstream:
