@@ -103,7 +103,7 @@ def run_playbook(kubeconfig_path: Path, tmp_path: Path) -> Any:
             cmdline="--check" if check else None,
             quiet=True,
         )
-        return PlaybookRun(status=runner.status, events=list(runner.jobevents))
+        return PlaybookRun(status=runner.status, events=list(runner.events))
 
     return run
 

@@ -59,7 +59,10 @@ def test_create_reaches_successful_with_the_reference_conditions_and_nothing_of_
     meta = obj["metadata"]
     assert not [k for k in (meta.get("annotations") or {}) if "kopf" in k]
     assert not meta.get("finalizers")
-    assert set(obj["status"]) == {"conditions"}
+    # The status holds the reference's conditions and our restart record
+    # (docs/runner.md: "No restart storm"), nothing of kopf's.
+    assert set(obj["status"]) == {"conditions", "reconciledDigest"}
+    assert obj["status"]["reconciledDigest"].startswith(f"{meta['generation']}:")
 
 
 def test_a_spec_change_runs_the_role_again(

@@ -101,7 +101,7 @@ def run_playbook(root: Path, tmp_path: Path, **options: Any) -> tuple[Any, dict[
     )
     printed = {
         event["event_data"]["task"]: event["event_data"]["res"].get("msg")
-        for event in runner.jobevents
+        for event in runner.events
         if event.get("event") == "runner_on_ok"
     }
     return runner, printed
