@@ -104,7 +104,8 @@ class OperatorRun:
             self.runner_root / GROUP / VERSION / kind / self.namespace for kind in sorted(KINDS)
         ]
 
-    def start(self, timeout: float = 90) -> float:
+    def start(self, timeout: float = 90, poll: float = 0.1) -> float:
+        """Start; seconds until /readyz answered 200, probed every `poll` seconds."""
         self.tmpdir.mkdir(parents=True, exist_ok=True)
         env = {**self.env, procs.TOKEN_VAR: self.token}
         with self.log.open("ab") as out:
@@ -130,7 +131,7 @@ class OperatorRun:
                         return self.ready_after
             except OSError:
                 pass
-            time.sleep(0.1)
+            time.sleep(poll)
         raise TimeoutError(f"{self.name} operator not ready after {timeout:.0f}s; see {self.log}")
 
     def successful_runs(self) -> int:

@@ -28,8 +28,9 @@ Layers, top to bottom (a module imports only from layers below it):
                    decision reads, and the FakeClock tests move by hand
 
 Third-party frameworks stay behind the modules that wrap them: `kubernetes` is
-imported only in kube, `ansible_runner` only in runner.ansible. `make lint`
-checks both, and the layers, with import-linter (pyproject.toml).
+imported only in kube (and only for exec-plugin and auth-provider logins),
+`ansible_runner` only in runner.ansible, `kopf` only in controller.kopfimport.
+`make lint` checks all three, and the layers, with import-linter (pyproject.toml).
 """
 
 __version__ = "0.1.0"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_operator.kube.client import Kube, ResourceInfo, load_api_client
+from ansible_operator.kube.client import Kube, ResourceInfo, load_login
 from testbed.probes import NotReady
 from tests.e2e.conftest import drop_namespace, make_namespace
 from tests.e2e.harness import (
@@ -136,7 +136,7 @@ def outcome(
         what="bad-input",
     )
     namespace = make_namespace(api_client, "badinput")
-    kube = Kube(load_api_client(str(kubeconfig_path)))
+    kube = Kube(load_login(str(kubeconfig_path)))
     res = kube.resource(group=GROUP, version=VERSION, kind=KIND)
     operator = OperatorProcess(
         kubeconfig=kubeconfig_path,

@@ -22,6 +22,7 @@ from kubernetes.client import ApiClient, CoreV1Api, CoreV1Event, V1ConfigMap, V1
 from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import Kube
 from ansible_operator.kube.eventposter import KubeEventPoster
+from ansible_operator.kube.librarylogin import LibraryLogin
 from ansible_operator.observability.eventrecorder import MESSAGE_LIMIT, EventRecorder, ObjectRef
 
 pytestmark = pytest.mark.cluster
@@ -54,7 +55,9 @@ def make_recorder(api_client: ApiClient) -> Iterator[Callable[..., EventRecorder
 
     def make(**options: Any) -> EventRecorder:
         recorder = EventRecorder(
-            KubeEventPoster(Kube(api_client)), instance="test-instance", **options
+            KubeEventPoster(Kube(LibraryLogin(api_client.configuration))),
+            instance="test-instance",
+            **options,
         )
         made.append(recorder)
         return recorder

@@ -11,10 +11,10 @@ import logging
 import threading
 
 import pytest
-from kubernetes import client
 
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.kube.client import Kube, ResourceInfo
+from ansible_operator.kube.login import StaticLogin
 from ansible_operator.plan import target
 from ansible_operator.plan.engine import plan_with
 from ansible_operator.proxy import ApiProxy, RunCredentials
@@ -46,7 +46,7 @@ def test_a_plans_proxy_says_where_it_listens_at_debug_only(
     caplog.set_level(logging.DEBUG, logger="ansible_operator")
     watch = Watch(gvk=GVK(THINGS.group, THINGS.version, THINGS.kind), role="/nowhere")
     found = target.Target(watch=watch, resource=THINGS, obj=CR, exists=True)
-    kube = Kube(client.ApiClient(client.Configuration()))
+    kube = Kube(StaticLogin(host="http://localhost"))
     plan_with(
         found,
         kube=kube,
@@ -60,11 +60,11 @@ def test_a_plans_proxy_says_where_it_listens_at_debug_only(
 
 def test_the_operators_proxy_still_says_it_at_info(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="ansible_operator")
-    api = client.ApiClient(client.Configuration())
+    login = StaticLogin(host="http://localhost")
     proxy = ApiProxy(
-        upstream=api.configuration,
+        upstream=login,
         credentials=RunCredentials(),
-        kube=Kube(api),
+        kube=Kube(login),
         inject_owner_ref=True,
     )
     proxy.start()

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client, config
 
 from ansible_operator.kube.client import Kube
+from ansible_operator.kube.librarylogin import LibraryLogin
 from ansible_operator.proxy import ApiProxy, DryRunWrite, Owner, RunCredentials, write_kubeconfig
 
 pytestmark = pytest.mark.cluster
@@ -30,9 +31,9 @@ def recorded() -> list[DryRunWrite]:
 @pytest.fixture
 def proxy(api_client: client.ApiClient, recorded: list[DryRunWrite]) -> Iterator[ApiProxy]:
     running = ApiProxy(
-        upstream=api_client.configuration,
+        upstream=LibraryLogin(api_client.configuration),
         credentials=RunCredentials(),
-        kube=Kube(api_client),
+        kube=Kube(LibraryLogin(api_client.configuration)),
         inject_owner_ref=True,
         on_dry_run=lambda owner, write: recorded.append(write),
     )
@@ -95,7 +96,7 @@ def test_writes_of_a_read_only_run_change_nothing(
     current.data = {"b": "1"}
     replaced = run.replace_namespaced_config_map("replaced", namespace, current)
     run.delete_namespaced_config_map("deleted", namespace)
-    applied = Kube(run.api_client).request(
+    applied = Kube(LibraryLogin(run.api_client.configuration)).request(
         "PATCH",
         f"/api/v1/namespaces/{namespace}/configmaps/applied",
         query=[("fieldManager", "plan-test")],

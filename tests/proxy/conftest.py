@@ -24,6 +24,7 @@ import yaml
 from kubernetes import client
 
 from ansible_operator.kube.client import Kube
+from ansible_operator.kube.librarylogin import LibraryLogin
 from ansible_operator.proxy import ApiProxy, Owner, RunCredentials, Touch, write_kubeconfig
 
 VENV_BIN = Path(sys.executable).parent
@@ -85,7 +86,7 @@ def _crd(kinds: OwnerKinds, kind: str, plural: str, scope: str) -> dict[str, Any
 
 @pytest.fixture(scope="session")
 def kube(api_client: client.ApiClient) -> Kube:
-    return Kube(api_client)
+    return Kube(LibraryLogin(api_client.configuration))
 
 
 @pytest.fixture(scope="session")
@@ -199,7 +200,7 @@ def start_proxy(api_client: client.ApiClient, kube: Kube) -> Iterator[Callable[.
                 on_touch(owner, touch)
 
         proxy = ApiProxy(
-            upstream=api_client.configuration,
+            upstream=LibraryLogin(api_client.configuration),
             credentials=credentials,
             kube=kube,
             inject_owner_ref=inject_owner_ref,

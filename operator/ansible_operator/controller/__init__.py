@@ -6,6 +6,7 @@ Modules, in the order one reconcile meets them:
     manager        `ansible-operator run`: start-up, leadership, shutdown
     wiring         builds the reconcile machinery after leadership and stops it in order
     kopfrun        runs kopf: the primary watches' registry, login, signals
+    kopfimport     kopf, imported without the kubernetes package (the only importer of kopf)
     watching       kopf events -> queue keys: the primary watch's predicates
     watchbodies    the body of each queued CR, so the reconcile it caused needs no GET
     restartrule    at start-up, which CRs run at once and which wait for their period

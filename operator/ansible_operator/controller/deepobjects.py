@@ -40,9 +40,8 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 import aiohttp
-import kopf
-from kopf._cogs.clients import api as kopf_api
 
+from ansible_operator.controller.kopfimport import kopf, kopf_api
 from ansible_operator.kube import deepjson
 
 log = logging.getLogger("ansible_operator.deepobjects")

@@ -29,7 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from ansible_operator.config import defaults
 from ansible_operator.config.watches import Watch
@@ -42,8 +42,12 @@ from ansible_operator.errors import BadAnnotation, OperatorError
 from ansible_operator.kube.client import KindResource, KubeApi, ResourceInfo
 from ansible_operator.observability.eventrecorder import ObjectRef
 from ansible_operator.observability.metrics import format_gvk
-from ansible_operator.plan.engine import Findings
 from ansible_operator.status import driftcondition as status_drift
+
+if TYPE_CHECKING:
+    # Only a type here: the engine (and the runner, difflib ...) is imported by the
+    # first check, through the planner controller/wiring.py binds.
+    from ansible_operator.plan.engine import Findings
 
 log = logging.getLogger("ansible_operator.drift")
 

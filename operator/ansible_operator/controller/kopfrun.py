@@ -22,8 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-import kopf
-
+from ansible_operator.controller.kopfimport import kopf
 from ansible_operator.controller.watching import PrimaryWatch, register
 from ansible_operator.kube.client import Kube
 

@@ -34,7 +34,7 @@ from ansible_operator.controller.leader import ElectionConfig, LeaderElector, de
 from ansible_operator.controller.metricshooks import MetricsHooks
 from ansible_operator.controller.wiring import Basics
 from ansible_operator.errors import ConfigError
-from ansible_operator.kube.client import Kube, load_api_client
+from ansible_operator.kube.client import Kube, load_login
 from ansible_operator.kube.eventposter import KubeEventPoster
 from ansible_operator.observability.eventrecorder import EventRecorder
 from ansible_operator.observability.health import HealthServer
@@ -154,8 +154,7 @@ class Manager:
 
     def _run(self, watches: list[Watch]) -> int:
         self.metrics.set_build_info(version=__version__, commit="unknown")
-        api_client = load_api_client()
-        kube = Kube(api_client)
+        kube = Kube(load_login())
         health = HealthServer(bind=self.options.health_probe_bind_address, ready=self._readiness)
         metrics_server = MetricsServer(self.metrics, bind=self.options.metrics_bind_address)
         health.start()

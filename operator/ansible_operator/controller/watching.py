@@ -33,12 +33,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import kopf
-
 from ansible_operator.config.watches import Watch
 from ansible_operator.controller import deepobjects
 from ansible_operator.controller.contract import Key
 from ansible_operator.controller.driftsettings import annotations_state
+from ansible_operator.controller.kopfimport import kopf
 from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.restartrule import RestartRule
 from ansible_operator.controller.watchbodies import WatchBodies

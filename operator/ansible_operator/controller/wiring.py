@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_operator.compat.mode import CompatMode
 from ansible_operator.config import defaults
@@ -53,16 +53,18 @@ from ansible_operator.controller.sharding.shardoptions import ShardOptions
 from ansible_operator.controller.watchbodies import WatchBodies
 from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.controller.workers import WorkerPool
-from ansible_operator.kube.client import Kube
+from ansible_operator.kube.client import Kube, ResourceInfo
 from ansible_operator.launch.access import RunAccess
 from ansible_operator.launch.request import RunSettings
 from ansible_operator.observability.eventrecorder import EventRecorder
 from ansible_operator.observability.metrics import OperatorMetrics
-from ansible_operator.plan.engine import drift_findings
 from ansible_operator.proxy import ApiProxy, RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.lifeline import Lifeline
 from ansible_operator.warm.supervisor import WarmServers, start_warm_servers
+
+if TYPE_CHECKING:
+    from ansible_operator.plan.engine import Findings
 
 __all__ = ["Basics", "Machinery", "build"]
 
@@ -200,7 +202,7 @@ def _proxy_and_access(basics: Basics, dependents: DependentWatches) -> tuple[Api
     opts = basics.options
     credentials = RunCredentials()
     proxy = ApiProxy(
-        upstream=basics.kube.api_client.configuration,
+        upstream=basics.kube.login,
         credentials=credentials,
         kube=basics.kube,
         inject_owner_ref=opts.inject_owner_ref,
@@ -282,7 +284,7 @@ def _drift(
     # get (the scheduler's stop() sets it).
     cancel = threading.Event()
     planner = functools.partial(
-        drift_findings,
+        _plan_drift,
         kube=basics.kube,
         runner=runner,
         ansible_args=basics.options.ansible_args,
@@ -302,6 +304,35 @@ def _drift(
     )
     drift.start()
     return drift
+
+
+def _plan_drift(
+    watch: Watch,
+    resource: ResourceInfo,
+    obj: dict[str, Any],
+    *,
+    kube: Kube,
+    runner: AnsibleRunner,
+    ansible_args: str,
+    inject_owner_ref: bool,
+    cancel: threading.Event,
+    compat_restores: bool,
+) -> Findings:
+    # The planning engine (plan/: the journal, difflib, report) is imported by the
+    # first drift check, not at start-up: most operators never run one.
+    from ansible_operator.plan.engine import drift_findings  # noqa: PLC0415
+
+    return drift_findings(
+        watch,
+        resource,
+        obj,
+        kube=kube,
+        runner=runner,
+        ansible_args=ansible_args,
+        inject_owner_ref=inject_owner_ref,
+        cancel=cancel,
+        compat_restores=compat_restores,
+    )
 
 
 def _object_hook(

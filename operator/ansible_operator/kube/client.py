@@ -1,17 +1,20 @@
 """The operator's own Kubernetes API client: `Kube`, the real implementation of `KubeApi`.
 
 Where it sits: the `run` command (controller.manager) builds one `Kube` on
-the login `load_api_client` finds and hands it to everything that talks to the
+the login `load_login` finds and hands it to everything that talks to the
 API server; all of them but the API proxy (which also needs
 `resource_for_plural`) depend only on the `KubeApi` seam (kube.kubeapi, whose
 names stay importable from here). The Event recorder posts through it too
 (kube.eventposter); kopf has its own asyncio client for the primary watches.
 
-Requests go through the `kubernetes` package's ApiClient (auth, TLS,
-proxies) but bodies stay plain dicts: custom resources have no generated
-models, and a round-trip through models would drop unknown fields. Answers
-become the errors kube.kubeapi lists (`_error`); watches are streamed by
-kube.watchstream.
+Requests are plain HTTP through urllib3, with the login's TLS settings and
+Authorization header (kube/login.py, the pool of kube.upstream.make_pool), and
+bodies stay plain dicts: custom resources have no generated models, and a
+round-trip through models would drop unknown fields. Not the `kubernetes`
+package's ApiClient: importing it costs some 280 modules and 20 MiB (pydantic,
+requests, oauthlib, its API classes) for what is a URL and a header here.
+Answers become the errors kube.kubeapi lists (`_error`); watches are streamed
+by kube.watchstream.
 """
 
 from __future__ import annotations
@@ -22,14 +25,13 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import urllib3
-from kubernetes import client, config
-from kubernetes.client import rest
-from kubernetes.client.api_client import RequestSerialized
 
+from ansible_operator import __version__
 from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
-from ansible_operator.kube import deepjson, login
+from ansible_operator.kube import deepjson, kubeconfig, login
 from ansible_operator.kube.kubeapi import (
     JSON,
     JSON_PATCH,
@@ -41,6 +43,7 @@ from ansible_operator.kube.kubeapi import (
     WatchStream,
     is_gone,
 )
+from ansible_operator.kube.upstream import make_pool
 from ansible_operator.kube.watchstream import HttpWatchStream
 
 __all__ = [
@@ -54,7 +57,7 @@ __all__ = [
     "WatchEvent",
     "WatchStream",
     "is_gone",
-    "load_api_client",
+    "load_login",
 ]
 
 _LIST_PAGE = 500
@@ -64,16 +67,16 @@ _WATCH_CONNECT_TIMEOUT = 10.0
 _WATCH_READ_MARGIN = 30.0
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """An ApiClient for `kubeconfig`, else $KUBECONFIG, in-cluster, or ~/.kube/config."""
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+_USER_AGENT = f"ansible-operator/{__version__}"
+
+
+def load_login(path: str | None = None) -> login.Login:
+    """The login of kubeconfig `path`, else $KUBECONFIG (its first file), else the
+    pod's service account, else ~/.kube/config. A bad one raises ConfigError."""
+    path = path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     if not path and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.ApiClient(configuration)
-    path = path or str(Path.home() / ".kube" / "config")
-    # Not config.new_client_from_config: it leaves embedded keys in $TMPDIR (kube.login).
-    return client.ApiClient(login.load(path))
+        return kubeconfig.in_cluster()
+    return kubeconfig.from_kubeconfig(path or str(Path.home() / ".kube" / "config"))
 
 
 def _error(status: int, payload: bytes) -> ApiError | KubeUnavailable:
@@ -95,15 +98,42 @@ def _error(status: int, payload: bytes) -> ApiError | KubeUnavailable:
 class Kube(KubeApi):
     """Thread-safe JSON access to one API server."""
 
-    def __init__(self, api_client: client.ApiClient, *, timeout: float = 30.0) -> None:
-        self.api_client = api_client
+    def __init__(self, login: login.Login, *, timeout: float = 30.0) -> None:
+        self.login = login
         self.timeout = timeout
+        self._base = login.host.rstrip("/")
+        self._pool = make_pool(login)
         self._discovery: dict[str, list[JSON]] = {}
         self._lock = threading.Lock()
 
     def login_fields(self) -> dict[str, Any]:
         """This client's login as kopf's `ConnectionInfo` fields (kube/login.py)."""
-        return login.connection_fields(self.api_client.configuration)
+        return login.connection_fields(self.login)
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        headers: Mapping[str, str],
+        *,
+        body: bytes | None,
+        timeout: urllib3.Timeout,
+    ) -> urllib3.BaseHTTPResponse:
+        """Send one request; the response is left unread (a watch streams it)."""
+        url = self._base + path
+        if query:  # encoded as the kubernetes client encodes them
+            url += "?" + "&".join(f"{key}={quote(str(value))}" for key, value in query)
+        sent = {"User-Agent": _USER_AGENT, **headers}
+        authorization = self.login.authorization()
+        if authorization:
+            sent["Authorization"] = authorization
+        try:
+            return self._pool.request(
+                method, url, body=body, headers=sent, timeout=timeout, preload_content=False
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise KubeUnavailable(f"{method} {path}: {err}") from err
 
     def request(
         self,
@@ -122,40 +152,15 @@ class Kube(KubeApi):
         # client: its sanitizing and json recurse per level and fail from about
         # 500 levels, while the API server accepts objects nested 10,000 deep.
         encoded = None if body is None else deepjson.dumps(body).encode()
-        serialized = self.api_client.param_serialize(
-            method,
-            path,
-            query_params=list(query),
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
+        limit = urllib3.Timeout(total=self.timeout if timeout is None else timeout)
+        response = self._open(method, path, query, headers, body=encoded, timeout=limit)
         try:
-            response = self._send(serialized, encoded, self.timeout if timeout is None else timeout)
-            payload = cast(bytes, response.read())  # type: ignore[no-untyped-call]
+            payload = response.data
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise KubeUnavailable(f"{method} {path}: {err}") from err
-        except client.ApiException as err:  # raised by some transports for non-2xx
-            raise _error(int(err.status or 0), (err.body or "").encode()) from err
         if not 200 <= response.status <= 299:
             raise _error(response.status, payload)
         return deepjson.loads(payload) if payload else None
-
-    def _send(
-        self, serialized: RequestSerialized, encoded: bytes | None, timeout: float
-    ) -> rest.RESTResponse:
-        if encoded is None:
-            return self.api_client.call_api(*serialized, _request_timeout=timeout)
-        # call_api would json.dumps the body again; its pool sends our bytes as they are.
-        method, url, headers = serialized[0], serialized[1], serialized[2]
-        raw = self.api_client.rest_client.pool_manager.request(
-            method,
-            url,
-            body=encoded,
-            headers=headers,
-            timeout=urllib3.Timeout(total=timeout),
-            preload_content=False,
-        )
-        return rest.RESTResponse(raw)
 
     # -- discovery -------------------------------------------------------------
 
@@ -321,20 +326,11 @@ class Kube(KubeApi):
         if label_selector:
             query.append(("labelSelector", label_selector))
         path = res.path(namespace=namespace)
-        serialized = self.api_client.param_serialize(
-            "GET",
-            path,
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
+        timeouts = urllib3.Timeout(
+            connect=_WATCH_CONNECT_TIMEOUT, read=timeout_seconds + _WATCH_READ_MARGIN
         )
-        timeouts = (_WATCH_CONNECT_TIMEOUT, timeout_seconds + _WATCH_READ_MARGIN)
-        try:
-            response = self.api_client.call_api(*serialized, _request_timeout=timeouts).response
-        except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise KubeUnavailable(f"watch {path}: {err}") from err
-        except client.ApiException as err:  # raised by some transports for non-2xx
-            raise _error(int(err.status or 0), (err.body or "").encode()) from err
+        headers = {"Accept": "application/json"}
+        response = self._open("GET", path, query, headers, body=None, timeout=timeouts)
         if response.status != 200:
             try:
                 payload = response.read()

@@ -1,27 +1,32 @@
-"""The operator's own credentials, loaded without leaving key material on disk.
+"""The operator's own login to the API server, `Login`, with no key material on disk.
 
-Where this sits: `kube.client.load_api_client` (called once by the `run` and
-`plan` commands) builds its `kubernetes` Configuration through `load()`, and
-the controller's kopf login handler turns that same Configuration into kopf's
-connection with `connection_fields()`, so both clients share one login.
+Where this sits: `kube.client.load_login` (called once by the `run` and `plan`
+commands) builds it from a kubeconfig (kube/kubeconfig.py) or the pod's service
+account; `Kube` (kube/client.py) and the API proxy's `Upstream` (kube/upstream.py)
+send every request with it, and the controller's kopf login handler turns it into
+kopf's connection with `connection_fields()`, so all three share one login.
 
-Why this module exists: a kubeconfig that embeds its certificates (any
-kubeconfig-based deployment, and the testbed's) makes the `kubernetes`
-package write the CA, the client certificate and the client's private key to
-`$TMPDIR/tmpXXXXXXXX`, and delete them only in an `atexit` handler, which a
+What a `Login` holds: the server's URL, the TLS settings as file paths (what
+urllib3 and kopf's TLS code open), and `authorization()`, the Authorization
+header, asked for per request (service-account tokens rotate, exec plugins'
+tokens expire). `StaticLogin` is ours; kube/librarylogin.py adapts the
+`kubernetes` package's Configuration for the kubeconfigs only it can read (exec
+plugins, auth providers).
+
+Why key material lives in memory: the `kubernetes` package writes a
+kubeconfig's embedded CA, client certificate and private key to
+`$TMPDIR/tmpXXXXXXXX` and deletes them only in an `atexit` handler, which a
 SIGKILL or the OOM killer skips: every killed operator left its private key
-behind. kopf's own login loaded the kubeconfig a second time, the same way.
+behind. Here each embedded file's bytes go into an anonymous memory file
+(`memfd`) named `/proc/self/fd/<n>`, which TLS code opens like any path and
+which lives exactly as long as the process. Without `/proc` (not Linux) the
+bytes go to a file in a private directory (0700, `ansible-operator-login-<pid>-*`
+in the temp dir) removed at exit, and by the next start if the process died
+(`sweep_stale_dirs`).
 
-What we do instead: the library writes those files into a private directory
-of ours (0700, `ansible-operator-login-<pid>-*` in the temp dir); right after
-loading, each file's bytes move into an anonymous memory file (`memfd`) and
-the Configuration names it as `/proc/self/fd/<n>`, which the TLS code opens
-like any path. The directory is removed at once, so the key is on disk only
-for the milliseconds of the load, inside a directory that the next start
-removes if the process died in between (`sweep_stale_dirs`). A memory file
-lives exactly as long as the process: nothing is left whatever kills it.
-Without `/proc` (not Linux) the files stay in the private directory until
-the process exits.
+This module imports nothing outside the standard library (and errors.py): the
+lifeline's watchdog (runner/lifeline.py) imports it for `sweep_stale_dirs` and
+must start fast.
 """
 
 from __future__ import annotations
@@ -33,95 +38,134 @@ import shutil
 import stat
 import tempfile
 import threading
-import types
-from collections.abc import Iterator
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from kubernetes import client
+from ansible_operator.errors import ConfigError
 
-# The kubernetes package is imported where it is used: the lifeline's watchdog
-# (runner/lifeline.py) imports this module for `sweep_stale_dirs` only, and starts
-# in well under a second without the client's 27 MiB of imports.
-
-__all__ = ["LOGIN_DIR_PREFIX", "connection_fields", "load", "sweep_stale_dirs"]
+__all__ = [
+    "LOGIN_DIR_PREFIX",
+    "Login",
+    "StaticLogin",
+    "TokenFile",
+    "connection_fields",
+    "into_memory",
+    "sweep_stale_dirs",
+]
 
 LOGIN_DIR_PREFIX = "ansible-operator-login-"
-_FILE_ATTRIBUTES = ("ssl_ca_cert", "cert_file", "key_file")
+TOKEN_REREAD_SECONDS = 60.0  # as the kubernetes client re-reads a service-account token
 _held: list[int] = []  # the memory files' descriptors: open for the process's life
 _held_lock = threading.Lock()
 
 
-def load(path: str) -> client.Configuration:
-    """The Configuration of kubeconfig `path` (its current context), with any
-    certificate or key data it embeds held in memory only."""
-    from kubernetes import client, config  # noqa: PLC0415 - see the imports above
+class Login(Protocol):
+    """What a request to the API server needs; see the module docstring."""
 
-    configuration = client.Configuration()
-    moved: dict[str, str] = {}  # a file the library wrote -> the memory file that holds it
-    with _private_dir() as scratch:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path,
-            client_configuration=configuration,
-            temp_file_path=str(scratch),
-        )
-        _adopt(configuration, configuration, scratch, moved)
-    hook: Any = getattr(configuration, "refresh_api_key_hook", None)
-    if hook is not None:
-        configuration.refresh_api_key_hook = _shielded(hook, scratch, moved)
-    return configuration
+    @property
+    def host(self) -> str: ...
+    @property
+    def verify_ssl(self) -> bool: ...
+    @property
+    def ssl_ca_cert(self) -> str | None: ...
+    @property
+    def cert_file(self) -> str | None: ...
+    @property
+    def key_file(self) -> str | None: ...
+    @property
+    def tls_server_name(self) -> str | None: ...
+    @property
+    def proxy(self) -> str | None: ...
+
+    def authorization(self) -> str | None:
+        """The Authorization header's value (`Bearer ...`, `Basic ...`); None: none."""
 
 
-def _shielded(hook: Any, scratch: Path, moved: dict[str, str]) -> Any:
-    """The library's token refresh, kept away from our configuration's file paths.
+class TokenFile:
+    """A token kept in a file that is rewritten as it rotates (a service account's
+    projected token, a kubeconfig's `tokenFile`): re-read at most once a minute.
 
-    The library runs it before every request that sends a token; it copies the
-    loader's own (deleted) file paths onto the configuration it is given, re-installs
-    itself there, and on a token's expiry reloads the credentials (an exec plugin's
-    certificate, written to a file again). So it runs against a stand-in: the token
-    is taken from it, and files it wrote go into memory like the first ones.
+    A missing or empty file fails at construction (start-up); later, a failed
+    re-read keeps the token read before (kubelet replaces the file atomically, so
+    that is a passing problem) and tries again at the next request.
     """
 
-    def refreshed(target: Any) -> None:
-        stand_in = types.SimpleNamespace(api_key={}, refresh_api_key_hook=None)
-        hook(stand_in)
-        target.api_key.update(stand_in.api_key)
-        _adopt(stand_in, target, scratch, moved)
-        shutil.rmtree(scratch, ignore_errors=True)
+    def __init__(self, path: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._value = self._read()
+        if not self._value:
+            raise ConfigError(f"token file {path} is empty")
+        self._read_at = clock()
 
-    return refreshed
+    def _read(self) -> str:
+        try:
+            return Path(self.path).read_text().strip()
+        except OSError as err:
+            raise ConfigError(f"token file: {err}") from err
 
-
-def _adopt(source: Any, target: Any, scratch: Path, moved: dict[str, str]) -> None:
-    """Set `target`'s file paths to memory files for every file the library wrote
-    into `scratch` and named in `source` (moving new ones into memory)."""
-    for attribute in _FILE_ATTRIBUTES:
-        value = getattr(source, attribute, None)
-        if not isinstance(value, str):
-            continue
-        if value not in moved and Path(value).parent == scratch:
-            moved[value] = _into_memory(Path(value))
-        if value in moved:
-            setattr(target, attribute, moved[value])
-    _forget_library_records(scratch)
-
-
-@contextlib.contextmanager
-def _private_dir() -> Iterator[Path]:
-    scratch = Path(tempfile.mkdtemp(prefix=f"{LOGIN_DIR_PREFIX}{os.getpid()}-"))  # 0700
-    try:
-        yield scratch
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    def header(self) -> str:
+        with self._lock:
+            now = self._clock()
+            if now - self._read_at >= TOKEN_REREAD_SECONDS:
+                with contextlib.suppress(ConfigError):
+                    self._value = self._read() or self._value
+                self._read_at = now
+            return f"Bearer {self._value}"
 
 
-def _into_memory(path: Path) -> str:
-    """Move `path`'s bytes into a memory file; the path that names it in this process."""
+@dataclass(frozen=True)
+class StaticLogin:
+    """A login whose TLS files do not change: a kubeconfig's, or the service account's.
+
+    `authorization` is `header` as it is, or the header of `token_file` (read again
+    as the file rotates).
+    """
+
+    host: str
+    verify_ssl: bool = True
+    ssl_ca_cert: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    tls_server_name: str | None = None
+    proxy: str | None = None
+    header: str | None = field(default=None, repr=False)
+    token_file: TokenFile | None = field(default=None, repr=False)
+
+    def authorization(self) -> str | None:
+        if self.token_file is not None:
+            return self.token_file.header()
+        return self.header
+
+
+def connection_fields(login: Login) -> dict[str, Any]:
+    """What kopf's `ConnectionInfo` needs, read from `login` (the header is asked for
+    again each time, so a rotated token is picked up when kopf logs in again)."""
+    header = login.authorization()
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else parts
+    return {
+        "server": login.host,
+        "ca_path": login.ssl_ca_cert,
+        "insecure": not login.verify_ssl,
+        "username": None,
+        "password": None,
+        "scheme": scheme,
+        "token": token,
+        "certificate_path": login.cert_file,
+        "private_key_path": login.key_file,
+    }
+
+
+def into_memory(data: bytes, name: str) -> str:
+    """A path, valid in this process for its whole life, to a file holding `data`."""
     if not os.path.isdir("/proc/self/fd") or not hasattr(os, "memfd_create"):
-        return _keep_until_exit(path)
-    data = path.read_bytes()
-    fd = os.memfd_create(f"ansible-operator-{path.name}")  # close-on-exec
+        return _keep_until_exit(data, name)
+    fd = os.memfd_create(f"ansible-operator-{name}")  # close-on-exec
     try:
         os.write(fd, data)
         os.fchmod(fd, 0o600)
@@ -130,51 +174,18 @@ def _into_memory(path: Path) -> str:
         raise
     with _held_lock:
         _held.append(fd)
-    path.unlink()
     return f"/proc/self/fd/{fd}"
 
 
-def _keep_until_exit(path: Path) -> str:
-    """Without memory files: move the file out of the scratch directory (removed when
-    loading ends) into a private one of its own, removed at exit."""
-    keeper = Path(tempfile.mkdtemp(prefix=f"{LOGIN_DIR_PREFIX}{os.getpid()}-"))
-    target = keeper / path.name
-    os.replace(path, target)
+def _keep_until_exit(data: bytes, name: str) -> str:
+    """Without memory files: a file in a private directory of its own, removed at exit."""
+    keeper = Path(tempfile.mkdtemp(prefix=f"{LOGIN_DIR_PREFIX}{os.getpid()}-"))  # 0700
+    target = keeper / name
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
     atexit.register(shutil.rmtree, keeper, True)
     return str(target)
-
-
-def _forget_library_records(scratch: Path) -> None:
-    """The library remembers the files it wrote (to reuse and delete them at exit);
-    those under `scratch` are gone, and a later load must write them anew."""
-    from kubernetes.config import kube_config  # noqa: PLC0415 - see the imports above
-
-    records: Any = getattr(kube_config, "_temp_files", None)
-    if isinstance(records, dict):
-        for key, name in list(records.items()):
-            if isinstance(name, str) and Path(name).parent == scratch:
-                del records[key]
-
-
-def connection_fields(configuration: client.Configuration) -> dict[str, Any]:
-    """What kopf's `ConnectionInfo` needs, read from `configuration` (the token is
-    asked for again each time, so a provider's refresh hook runs)."""
-    header = configuration.get_api_key_with_prefix(
-        "BearerToken"
-    ) or configuration.get_api_key_with_prefix("authorization")
-    parts = str(header).split(" ", 1) if header else []
-    scheme, token = (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else parts
-    return {
-        "server": configuration.host,
-        "ca_path": configuration.ssl_ca_cert,
-        "insecure": not configuration.verify_ssl,
-        "username": configuration.username or None,
-        "password": configuration.password or None,
-        "scheme": scheme,
-        "token": token,
-        "certificate_path": configuration.cert_file,
-        "private_key_path": configuration.key_file,
-    }
 
 
 def sweep_stale_dirs(parent: Path, prefix: str) -> int:

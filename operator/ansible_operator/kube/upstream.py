@@ -1,40 +1,43 @@
 """The API proxy's side towards the real API server: requests with the operator's identity.
 
 Where it sits: in the kube layer, because it is the operator's own login to
-the API server, built from the same `kubernetes.client.Configuration` as its
-`Kube`; only the API proxy uses it (proxy.server builds one `Upstream`,
-proxy.handler sends each forwarded request through it). Every request a
-run sends is re-sent from here with the operator's credentials (client
-certificate and key, CA, bearer token, basic auth), never the run's. Plain
-requests go through one pooled urllib3 PoolManager built exactly as the
-kubernetes client builds its own (same TLS settings, same HTTP proxy
-settings); connection upgrades (exec, attach, port-forward) get a raw TLS
-socket of their own, since after the 101 the connection is no longer HTTP.
+the API server, the same `Login` (kube/login.py) as its `Kube`; only the API
+proxy uses it (proxy.server builds one `Upstream`, proxy.handler sends each
+forwarded request through it). Every request a run sends is re-sent from here
+with the operator's credentials (client certificate and key, CA, bearer token,
+basic auth), never the run's. Plain requests go through one pooled urllib3
+PoolManager built by `make_pool` exactly as the kubernetes client builds its own
+(same TLS settings, same HTTP proxy settings, the environment's included;
+`Kube` uses it too); connection
+upgrades (exec, attach, port-forward) get a raw TLS socket of their own, since
+after the 101 the connection is no longer HTTP.
 
-The bearer token is read per request through the Configuration's
-`auth_settings()`, which runs its `refresh_api_key_hook`: in-cluster service
+The Authorization header is asked of the login per request: in-cluster service
 account tokens rotate, and a token read once at start-up would expire.
-`Configuration` is re-exported for the proxy's signatures, so the
-`kubernetes` package is imported only in this layer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import os
 import socket
 import ssl
 import urllib.parse
+import urllib.request
 from collections.abc import Mapping
+from typing import Any
 
 import urllib3
-from kubernetes.client import Configuration, rest
+
+from ansible_operator.kube.login import Login
 
 __all__ = [
     "CONNECT_TIMEOUT",
     "REQUEST_READ_TIMEOUT",
-    "Configuration",
     "Upstream",
     "UpstreamError",
+    "make_pool",
     "shutdown_socket",
 ]
 
@@ -49,29 +52,82 @@ class UpstreamError(Exception):
     """The API server could not be reached or spoke something other than HTTP."""
 
 
+def make_pool(login: Login) -> urllib3.PoolManager:
+    """A connection pool to `login`'s server, set up as the kubernetes client's
+    RESTClientObject sets up its own (TLS, proxy, one pool of cpu_count * 5)."""
+    pool_args: dict[str, Any] = {
+        "cert_reqs": ssl.CERT_REQUIRED if login.verify_ssl else ssl.CERT_NONE,
+        "ca_certs": login.ssl_ca_cert,
+        "cert_file": login.cert_file,
+        "key_file": login.key_file,
+        "maxsize": (os.cpu_count() or 1) * 5,
+    }
+    if login.tls_server_name:
+        pool_args["server_hostname"] = login.tls_server_name
+    proxy = proxy_for(login.host, login.proxy)
+    if not proxy:
+        return urllib3.PoolManager(**pool_args)
+    if proxy.split("://", 1)[0].lower() in {"socks5", "socks5h", "socks4", "socks4a"}:
+        from urllib3.contrib.socks import SOCKSProxyManager  # noqa: PLC0415 - rarely used
+
+        return SOCKSProxyManager(proxy, **pool_args)
+    return urllib3.ProxyManager(proxy, **pool_args)
+
+
+def proxy_for(server: str, configured: str | None) -> str | None:
+    """The proxy to reach `server` through: the kubeconfig's `proxy-url`, else the
+    environment's (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY by the server's scheme), and
+    none when NO_PROXY names the server, as the kubernetes client (and client-go)
+    decide; an operator deployed behind a proxy sets these, with NO_PROXY holding
+    the cluster's service range."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(server)
+    if _bypassed(parts.hostname or "", parts.netloc.lower(), proxies.get("no", "")):
+        return None
+    return configured or proxies.get(parts.scheme) or proxies.get("all") or None
+
+
+def _bypassed(host: str, host_and_port: str, no_proxy: str) -> bool:
+    """Whether a NO_PROXY entry (`*`, a CIDR or address, a domain, host:port) names `host`."""
+    if not host:
+        return True
+    host = host.lower()
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (part.strip().lower() for part in no_proxy.split(",")):
+        if entry == "*":
+            return True
+        if not entry:
+            continue
+        if address is not None:
+            with contextlib.suppress(ValueError):
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+        domain = entry.lstrip(".")
+        if domain in (host_and_port, host) or host.endswith("." + domain):
+            return True
+    return False
+
+
 class Upstream:
     """Requests to the API server with the operator's credentials."""
 
-    def __init__(self, configuration: Configuration) -> None:
-        self.configuration = configuration
-        self.base = str(configuration.host).rstrip("/")
+    def __init__(self, login: Login) -> None:
+        self.login = login
+        self.base = login.host.rstrip("/")
         parts = urllib.parse.urlsplit(self.base)
         self.scheme = parts.scheme or "https"
         self.hostname = parts.hostname or "localhost"
         self.port = parts.port or (443 if self.scheme == "https" else 80)
         self.path_prefix = parts.path.rstrip("/")  # e.g. Rancher's /k8s/clusters/<id>
-        self.pool: urllib3.PoolManager = rest.RESTClientObject(configuration).pool_manager
+        self.pool = make_pool(login)
 
     def auth_headers(self) -> dict[str, str]:
-        """The operator's Authorization header, refreshed if the Configuration can."""
-        # Runs the refresh hook first (rotated service-account tokens, exec
-        # plugins), then reads the key under either name the client uses.
-        bearer = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if bearer:
-            return {"Authorization": str(bearer)}
-        if self.configuration.username or self.configuration.password:
-            return {"Authorization": str(self.configuration.get_basic_auth_token())}
-        return {}  # client certificate only
+        """The operator's Authorization header, as the login gives it now."""
+        header = self.login.authorization()
+        return {"Authorization": header} if header else {}  # none: client certificate only
 
     def request(
         self,
@@ -105,19 +161,15 @@ class Upstream:
             raise UpstreamError(str(err)) from err
 
     def _tls_context(self) -> ssl.SSLContext:
-        cfg = self.configuration
-        if cfg.verify_ssl:
-            context = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-            if cfg.ca_cert_data:
-                context.load_verify_locations(cadata=cfg.ca_cert_data)
-            if cfg.assert_hostname is False:
-                context.check_hostname = False
+        login = self.login
+        if login.verify_ssl:
+            context = ssl.create_default_context(cafile=login.ssl_ca_cert or None)
         else:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        if cfg.cert_file:
-            context.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+        if login.cert_file:
+            context.load_cert_chain(login.cert_file, login.key_file or None)
         return context
 
     def connect_raw(self) -> socket.socket:
@@ -128,7 +180,7 @@ class Upstream:
             raise UpstreamError(f"connect {self.hostname}:{self.port}: {err}") from err
         if self.scheme != "https":
             return sock
-        server_name = self.configuration.tls_server_name or self.hostname
+        server_name = self.login.tls_server_name or self.hostname
         try:
             return self._tls_context().wrap_socket(sock, server_hostname=server_name)
         except (ssl.SSLError, OSError) as err:

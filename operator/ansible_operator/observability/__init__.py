@@ -12,6 +12,7 @@ Kubernetes Events; the work queue reports through `OperatorMetrics` as its
     logging        zap-compatible JSON/console lines on stderr, per-object fields
     metrics        the Go operator's Prometheus metrics (same names) plus run durations
     health         /healthz and /readyz, and the HTTP plumbing both servers share
+    serving        the servers' loop (and the API proxy's): asleep until a client or stop()
     eventrecorder  core/v1 Events about CRs: non-blocking, aggregated, rate-limited
     usermetrics    the user metrics API roles call with osdk_metric (port 5050)
     usermetricsapi its requests, decoded as the Go operator's encoding/json does

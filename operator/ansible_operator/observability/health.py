@@ -17,7 +17,8 @@ reasons are ours, never secrets, and they save a trip to the logs.
 `EndpointServer` below is the plumbing `observability.metrics.MetricsServer`
 also uses: Go's listen-address syntax, a stdlib `ThreadingHTTPServer` in a
 daemon thread (kopf owns the asyncio loop; probes must answer even when that
-loop is busy), and a `BindError` naming the flag when the port is taken.
+loop is busy) that sleeps until a client comes (observability/serving.py), and
+a `BindError` naming the flag when the port is taken.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
 from ansible_operator.errors import ConfigError
+from ansible_operator.observability.serving import Serving
 
 __all__ = [
     "BindAddress",
@@ -192,6 +194,7 @@ class EndpointServer:
         self._address = parse_bind_address(bind, flag=flag)
         self._handler = handler
         self._server: _Server | None = None
+        self._serving: Serving | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -216,19 +219,19 @@ class EndpointServer:
                 f"{self._what}: cannot listen on {self._flag}={self._bind_text!r}: {reason}"
             ) from err
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=self._what, daemon=True
-        )
+        self._serving = Serving(server)
+        self._thread = threading.Thread(target=self._serving.run, name=self._what, daemon=True)
         self._thread.start()
         _log.info("Serving %s", self._what, extra={"address": self._bind_text, "port": self.port})
 
     def stop(self) -> None:
         """Stop serving and release the port; safe to call twice or before start()."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
+        server, serving, thread = self._server, self._serving, self._thread
+        self._server, self._serving, self._thread = None, None, None
         if server is None:
             return
-        server.shutdown()
+        if serving is not None:
+            serving.stop()
         server.server_close()
         if thread is not None:
             thread.join(timeout=5)

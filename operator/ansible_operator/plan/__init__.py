@@ -7,7 +7,8 @@ through the API proxy with a read-only token (proxy.readonly): every write
 reaches the API server as a server-side dry run, so even a module without
 check mode cannot change the cluster.
 
-    command   the `plan` sub-command: flags, input, output, exit code
+    flags     the `plan` sub-command's flags; added by cli to every parse
+    command   the `plan` sub-command: input, output, exit code; imported by cli when it runs
     engine    one plan: the run in check mode through a read-only proxy; also the
               drift checks' planner (controller.driftchecks imports it)
     target    which CR and watch: a CR file (dry-run against the API server) or KIND NAME

@@ -1,7 +1,7 @@
 """`ansible-operator plan`: run a CR's role in check mode against a read-only proxy.
 
-Where it sits: cli.py adds the parser (`add_plan_parser`) and calls
-`run_plan(args)`. The flow, reusing the operator's own layers:
+Where it sits: cli.py adds the parser (plan/flags.py) and, only when `plan`
+runs, imports this module and calls `run_plan(args)`. The flow, reusing the operator's own layers:
 
 1. config.watches loads watches.yaml; plan.target resolves the CR (a file,
    dry-run against the API server, or KIND NAME read live);
@@ -24,43 +24,17 @@ import datetime
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from ansible_operator.compat import mode as compat_mode
 from ansible_operator.config import defaults
-from ansible_operator.config.options import add_compat_argument, ansible_compat
+from ansible_operator.config.options import ansible_compat
 from ansible_operator.config.watches import Watch, load_watches
 from ansible_operator.errors import OperatorError
-from ansible_operator.kube.client import Kube, load_api_client
+from ansible_operator.kube.client import Kube, load_login
 from ansible_operator.plan import report, target
 from ansible_operator.plan.engine import make_plan
 
-__all__ = ["add_plan_parser", "run_plan"]
-
-
-def add_plan_parser(sub: Any) -> None:
-    plan = sub.add_parser(
-        "plan",
-        help="show what a CR's role or playbook would change, without changing anything",
-        description="Run the watch's role or playbook for one custom resource in check "
-        "and diff mode; every write goes to the API server as a dry run. Exit code: "
-        "0 no change, 2 changes, 1 error.",
-    )
-    plan.add_argument("kind", nargs="?", help="kind of an existing CR (or KIND.GROUP)")
-    plan.add_argument("name", nargs="?", help="name of an existing CR")
-    plan.add_argument("-f", "--filename", help="a CR file (the CR may not exist yet)")
-    plan.add_argument("-n", "--namespace", help="namespace of the CR (default: default)")
-    plan.add_argument("--watches-file", default=defaults.WATCHES_FILE)
-    plan.add_argument("--delete", action="store_true", help="plan the finalizer instead")
-    plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    plan.add_argument("--ansible-args", default=defaults.ANSIBLE_ARGS)
-    plan.add_argument(
-        "--warm-ansible",
-        choices=("true", "false"),
-        default=str(defaults.WARM_ANSIBLE).lower(),
-        help="fork Ansible from warm interpreters, as the operator does (default true)",
-    )
-    add_compat_argument(plan)
+__all__ = ["run_plan"]
 
 
 def _usage_error(args: argparse.Namespace) -> str:
@@ -82,7 +56,7 @@ def run_plan(args: argparse.Namespace) -> int:
             max_concurrent_reconciles_default=defaults.MAX_CONCURRENT_RECONCILES,
             ansible_verbosity_default=defaults.ANSIBLE_VERBOSITY,
         )
-        kube = Kube(load_api_client())
+        kube = Kube(load_login())
         found = _target(args, watches, kube)
         # As `run` does, before the warm servers start.
         compat = compat_mode.resolve(ansible_compat(args, os.environ))

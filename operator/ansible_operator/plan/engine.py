@@ -99,7 +99,7 @@ def plan_with(
     journal = Journal(kube)
     credentials = RunCredentials()
     proxy = ApiProxy(
-        upstream=kube.api_client.configuration,
+        upstream=kube.login,
         credentials=credentials,
         kube=kube,
         inject_owner_ref=inject_owner_ref,

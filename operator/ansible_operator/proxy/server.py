@@ -57,8 +57,10 @@ import urllib3
 from ansible_operator.errors import ConfigError, OperatorError
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import Kube, ResourceInfo
-from ansible_operator.kube.upstream import Configuration, Upstream, UpstreamError, shutdown_socket
+from ansible_operator.kube.login import Login
+from ansible_operator.kube.upstream import Upstream, UpstreamError, shutdown_socket
 from ansible_operator.observability.eventrecorder import EventRecorder
+from ansible_operator.observability.serving import Serving
 from ansible_operator.proxy.credentials import Owner, RunCredentials
 from ansible_operator.proxy.discovery import resource_of
 from ansible_operator.proxy.handler import ProxyHandler
@@ -152,7 +154,7 @@ class ApiProxy:
     def __init__(
         self,
         *,
-        upstream: Configuration,
+        upstream: Login,
         credentials: RunCredentials,
         kube: Kube,
         inject_owner_ref: bool,
@@ -179,6 +181,7 @@ class ApiProxy:
         self.screen = RequestScreen(kube, restores=compat_restores, events=events)
         self.upstream = Upstream(upstream)
         self._server: _Server | None = None
+        self._serving: Serving | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         # Open client sockets and upstream streams, closed by stop() so that
@@ -204,12 +207,8 @@ class ApiProxy:
                 f"API proxy: cannot listen on {host}:{port} (--proxy-port): {err.strerror or err}"
             ) from err
         self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="api-proxy",
-            daemon=True,
-        )
+        self._serving = Serving(server)
+        self._thread = threading.Thread(target=self._serving.run, name="api-proxy", daemon=True)
         self._thread.start()
         if not self.inject_owner_ref and not self._quiet:
             log.warning(
@@ -222,9 +221,11 @@ class ApiProxy:
     def stop(self) -> None:
         """Stop listening and end every connection and stream in flight."""
         server, self._server = self._server, None
+        serving, self._serving = self._serving, None
         if server is None:
             return
-        server.shutdown()
+        if serving is not None:
+            serving.stop()
         server.server_close()
         with self._lock:
             sockets, self._sockets = list(self._sockets), set()

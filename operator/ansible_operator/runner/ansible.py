@@ -46,9 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
-from ansible_runner.exceptions import ConfigurationError
-
 from ansible_operator.config import defaults
 from ansible_operator.errors import RunSetupError
 from ansible_operator.runner import nolog, privatedir, ptyreap, scratch, tempdirs
@@ -145,6 +142,13 @@ class _Finished:
 
 def _call_ansible_runner(kwargs: dict[str, Any]) -> _Finished:
     """`ansible_runner.run`, typed: only the status and the exit code matter afterwards."""
+    # Imported by the first run, not with this module: ansible-runner brings pexpect,
+    # ptyprocess and its config classes (about 40 modules), which an operator that
+    # only watches never needs (tests/unit/test_startup_imports.py).
+    import ansible_runner  # noqa: PLC0415
+    from ansible_runner.exceptions import ConfigurationError  # noqa: PLC0415
+
+    ptyreap.install()  # no fixed 0.1 s sleep after each run (see runner/ptyreap.py)
     try:
         finished = ansible_runner.run(**kwargs)
     except ConfigurationError as error:
@@ -212,7 +216,6 @@ class AnsibleRunner:
         self._extra_env = dict(extra_env or {})
         self._settings = {"pexpect_timeout": pexpect_timeout}
         self._tail_chars = stdout_tail_chars
-        ptyreap.install()  # no fixed 0.1 s sleep after each run (see runner/ptyreap.py)
 
     def run(self, request: RunRequest) -> RunResult:
         _validate(request)

@@ -1,6 +1,7 @@
 """End each ansible-runner run as soon as its process has exited, not 0.1 s later.
 
-Where this sits: runner/ansible.py calls `install()` once, before its first run.
+Where this sits: runner/ansible.py calls `install()` before each run (after the first,
+a check of a mark); ptyprocess is imported then too, with ansible-runner, not at start-up.
 ansible-runner drives `ansible-playbook` through pexpect; at the end of every run it
 reads to EOF and calls `child.close()`, and ptyprocess's `PtyProcess.close` then
 sleeps a fixed `delayafterclose` (0.1 s) "to give the kernel time to update the
@@ -24,8 +25,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-
-from ptyprocess import PtyProcess  # type: ignore[import-untyped]  # pexpect's, untyped
 
 __all__ = ["child_has_exited", "install"]
 
@@ -71,6 +70,9 @@ def _wrap(close: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> bool:
     """Patch `ptyprocess.PtyProcess.close` once per process; False when it cannot be."""
+    # pexpect's, untyped; imported here, with the first run (see the module docstring)
+    from ptyprocess import PtyProcess  # type: ignore[import-untyped]  # noqa: PLC0415
+
     with _lock:
         close = getattr(PtyProcess, "close", None)
         if not callable(close):

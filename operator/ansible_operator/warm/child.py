@@ -118,7 +118,8 @@ def adopt_settings(request: Request, *, base_path: list[str], main_dir: str | No
 def exit_like_python(code: object) -> NoReturn:
     """Leave the way an interpreter does (`SystemExit` semantics, thread join, atexit,
     flush), then `os._exit`: the child must never return into the server's loop.
-    As in CPython, a failing step is skipped and the exit carries on."""
+    As in CPython, a failing step is skipped and the exit carries on. The `run`
+    command ends the operator this way too (cli.py), skipping the teardown."""
     if code is None:
         status = 0
     elif isinstance(code, int):

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from ansible_operator.errors import ApiError, KubeUnavailable
 from ansible_operator.kube.client import Kube, ResourceInfo, WatchEvent, is_gone
+from ansible_operator.kube.login import StaticLogin
 
 LEASES = ResourceInfo("coordination.k8s.io", "v1", "Lease", "leases", True, False)
 LEASES_PATH = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
@@ -91,8 +91,7 @@ def server() -> Iterator[Server]:
 
 @pytest.fixture
 def kube(server: Server) -> Kube:
-    configuration = client.Configuration(host=f"http://127.0.0.1:{server.port}")
-    return Kube(client.ApiClient(configuration), timeout=10)
+    return Kube(StaticLogin(host=f"http://127.0.0.1:{server.port}"), timeout=10)
 
 
 def test_list_page_sends_selector_limit_and_token_and_reads_the_page(

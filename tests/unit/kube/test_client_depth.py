@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
 from ansible_operator.kube import deepjson
 from ansible_operator.kube.client import MERGE_PATCH, Kube
+from ansible_operator.kube.login import StaticLogin
 
 
 def nested(depth: int) -> Any:
@@ -86,7 +86,7 @@ def server() -> Iterator[Server]:
 
 
 def kube_for(port: int) -> Kube:
-    return Kube(client.ApiClient(client.Configuration(host=f"http://127.0.0.1:{port}")), timeout=10)
+    return Kube(StaticLogin(host=f"http://127.0.0.1:{port}"), timeout=10)
 
 
 @pytest.mark.parametrize("depth", [1, 600, 1500, 9_000])

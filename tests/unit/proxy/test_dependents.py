@@ -10,7 +10,6 @@ import copy
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.contract import Key
@@ -22,6 +21,7 @@ from ansible_operator.controller.dependents import (
 )
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.kube.client import Kube, ListPage, ResourceInfo, WatchEvent
+from ansible_operator.kube.login import StaticLogin
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import (
     OWNER_ANNOTATION,
@@ -185,7 +185,7 @@ def queue() -> WorkQueue:
 def kind_watch(queue: WorkQueue, *owners_and_touches: tuple[Owner, Touch]) -> _KindWatch:
     # The Kube is never used: events are fed by hand.
     watch = _KindWatch(
-        kube=Kube(client.ApiClient(client.Configuration())),
+        kube=Kube(StaticLogin(host="http://localhost")),
         queue=queue,
         resource=CONFIGMAPS,
         index=INDEX,
@@ -286,7 +286,7 @@ def test_annotation_and_cluster_scoped_owner_keys(queue: WorkQueue) -> None:
 
 def watches(primary: Watch, namespaces: tuple[str, ...] = ()) -> DependentWatches:
     return DependentWatches(
-        kube=Kube(client.ApiClient(client.Configuration())),
+        kube=Kube(StaticLogin(host="http://localhost")),
         queue=WorkQueue(total_limit=1, backoff_base=0.1, backoff_max=1.0),
         namespaces=namespaces,
         primaries={MC: primary},

@@ -23,6 +23,7 @@ from kubernetes import client
 
 from ansible_operator.errors import ConfigError
 from ansible_operator.kube.client import Kube
+from ansible_operator.kube.librarylogin import LibraryLogin
 from ansible_operator.proxy import ApiProxy, Owner, RunCredentials
 
 OWNER = Owner("v1", "ConfigMap", "owner", "ns1", "uid-1", "configmap-v1-controller")
@@ -133,9 +134,9 @@ def proxy(upstream: str, issued: tuple[RunCredentials, str]) -> Iterator[ApiProx
     configuration.api_key_prefix["authorization"] = "Bearer"
     configuration.refresh_api_key_hook = refresh
     proxy = ApiProxy(
-        upstream=configuration,
+        upstream=LibraryLogin(configuration),
         credentials=issued[0],
-        kube=Kube(client.ApiClient(configuration)),
+        kube=Kube(LibraryLogin(configuration)),
         inject_owner_ref=False,
     )
     proxy.start()
@@ -323,9 +324,9 @@ def test_unreachable_upstream_is_503(issued: tuple[RunCredentials, str]) -> None
         port = probe.getsockname()[1]  # bound, never listening: connection refused
         configuration = client.Configuration(host=f"http://127.0.0.1:{port}")
         proxy = ApiProxy(
-            upstream=configuration,
+            upstream=LibraryLogin(configuration),
             credentials=issued[0],
-            kube=Kube(client.ApiClient(configuration)),
+            kube=Kube(LibraryLogin(configuration)),
             inject_owner_ref=False,
         )
         proxy.start()
@@ -343,9 +344,9 @@ def test_only_loopback_binds(bind: str) -> None:
     configuration = client.Configuration(host="http://127.0.0.1:1")
     with pytest.raises(ConfigError):
         ApiProxy(
-            upstream=configuration,
+            upstream=LibraryLogin(configuration),
             credentials=RunCredentials(),
-            kube=Kube(client.ApiClient(configuration)),
+            kube=Kube(LibraryLogin(configuration)),
             inject_owner_ref=True,
             bind=bind,
         )
@@ -358,9 +359,9 @@ def test_a_busy_port_is_a_config_error_naming_it() -> None:
         holder.listen()
         port = holder.getsockname()[1]
         proxy = ApiProxy(
-            upstream=configuration,
+            upstream=LibraryLogin(configuration),
             credentials=RunCredentials(),
-            kube=Kube(client.ApiClient(configuration)),
+            kube=Kube(LibraryLogin(configuration)),
             inject_owner_ref=True,
             bind=f"127.0.0.1:{port}",
         )
