@@ -15,8 +15,8 @@ Per line, all CRs of the module are created at once and served by one operator e
   relied on 2.18 fails with the error docs/porting.md quotes.
 
 `make test` runs this module on the default line and again on the 2.18 line.
-k8s_exec and k8s_log are not in the corpus: the testbed's fake nodes run no kubelet
-(docs/porting.md "The corpus").
+k8s_exec and k8s_log need a kubelet: tests/realnode/test_exec.py runs them on the
+real node (docs/porting.md "The corpus").
 """
 
 from __future__ import annotations
