@@ -9,7 +9,7 @@ layer).
 
 Each sub-command's module is imported when that sub-command runs, not with this
 one: the parser needs only the flags (config.options, scaffold.flags,
-plan.flags), and `run` should not load the scaffold's templates or the plan
+plan.planflags), and `run` should not load the scaffold's templates or the plan
 command, nor `version` the operator (tests/unit/test_startup_imports.py).
 """
 
@@ -25,7 +25,7 @@ from ansible_operator.config import defaults
 from ansible_operator.config.options import add_run_arguments, options_from_args
 from ansible_operator.config.watches import load_watches, summarize
 from ansible_operator.errors import ConfigError
-from ansible_operator.plan.flags import add_plan_parser
+from ansible_operator.plan.planflags import add_plan_parser
 from ansible_operator.scaffold.flags import add_create_parser, add_init_parser
 
 # The sub-commands' own modules are imported in main() and _run(), when they run

@@ -4,7 +4,7 @@ A bottom layer, next to errors: it imports nothing of the package, so any
 layer may take a clock. Code that waits, expires or judges a deadline takes a
 clock as a constructor argument and defaults to the real one; tests pass a
 `FakeClock` and move it by hand, so they need neither sleeps nor a cluster.
-Shipped in the package (as kube.fake.FakeKube and runner.fake.FakeRunner are)
+Shipped in the package (as kube.fakekube.FakeKube and runner.fakerunner.FakeRunner are)
 so that users' tests of code built on these classes can do the same.
 
 Two readings, as Go's time.Time carries both:

@@ -18,7 +18,7 @@ from ansible_operator.kube.login import StaticLogin
 from ansible_operator.plan import target
 from ansible_operator.plan.engine import plan_with
 from ansible_operator.proxy import ApiProxy, RunCredentials
-from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.fakerunner import FakeRunner
 
 THINGS = ResourceInfo(
     group="x.example.com",

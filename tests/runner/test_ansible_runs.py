@@ -29,7 +29,7 @@ from ansible_operator.errors import RunSetupError
 from ansible_operator.runner import privatedir
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult, new_ident
-from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.fakerunner import FakeRunner
 from ansible_operator.runner.jobevents import JobEvent
 
 HERE = Path(__file__).parent

@@ -29,7 +29,7 @@ import pytest
 
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import RunOutcome, RunResult
-from ansible_operator.warm import azcache, immortal
+from ansible_operator.warm import immortal, payloadcache
 from ansible_operator.warm.protocol import HELPER_DIED_MESSAGE, PRIMED_COMM, run_comm
 from ansible_operator.warm.supervisor import WarmServers, ansible_core_version
 from testbed.probes import wait_until
@@ -360,7 +360,7 @@ def test_kubernetes_core_gives_the_same_results_cold_and_warm(
     )
 
 
-# --- AnsiballZ payloads shared across warm runs (warm/azcache.py) ----------------------
+# --- AnsiballZ payloads shared across warm runs (warm/payloadcache.py) ----------------------
 
 SHARED_FQN = "ansible_collections.aotest.shared.plugins.modules.probe"
 SHARED_PROBE = """\
@@ -398,7 +398,7 @@ def shared_probe(runner: AnsibleRunner, playbook: Path, out: Path) -> tuple[Any,
     stdout = (result.artifacts_dir / "stdout").read_text()
     # Ansible wraps its warnings: join the lines again, without colour codes.
     text = re.sub(r"\s+", " ", re.sub(r"\x1b\[[0-9;]*m", "", stdout))
-    notes = re.findall(rf"ao-warm azcache: ([a-z ]+): {re.escape(SHARED_FQN)}\b", text)
+    notes = re.findall(rf"ao-warm payloadcache: ([a-z ]+): {re.escape(SHARED_FQN)}\b", text)
     return json.loads((out / "value.json").read_text()), notes
 
 
@@ -419,9 +419,9 @@ def test_a_payload_is_shared_by_later_runs_until_its_module_utils_change(
     value.write_text('VALUE = "one"\n')
     playbook = project / "probe.yml"
     playbook.write_text(SHARED_PLAYBOOK)
-    time.sleep(azcache.RACY_SECONDS + 0.1)  # files this young are not shared yet
+    time.sleep(payloadcache.RACY_SECONDS + 0.1)  # files this young are not shared yet
 
-    if not ansible_core_version().startswith(azcache.SUPPORTED_ANSIBLE):
+    if not ansible_core_version().startswith(payloadcache.SUPPORTED_ANSIBLE):
         # ansible-core 2.18 keeps its payload cache in another format: every warm run
         # builds its own payloads, as a cold one does (docs/runner.md), and is right.
         for attempt in ("1", "2"):

@@ -162,7 +162,7 @@ WARM_IDLE_TIMEOUT = 300.0
 # A warm server that died is restarted by the next run, but at most this often
 # (seconds since it was last started), so one that cannot start costs little.
 WARM_RESTART_INTERVAL = 5.0
-# Built AnsiballZ payloads that warm runs share (warm/azcache.py), kept in the warm
+# Built AnsiballZ payloads that warm runs share (warm/payloadcache.py), kept in the warm
 # directory: at most this many, the least recently used go first (a
 # kubernetes.core.k8s payload is about 280 KB). 0 turns the sharing off.
 WARM_ANSIBALLZ_CACHE_ENTRIES = 64

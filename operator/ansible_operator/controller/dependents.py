@@ -10,7 +10,7 @@ Where it sits in the flow::
 The manager creates one DependentWatches and passes `touched` to the API
 proxy as its `on_touch`; `stop()` at shutdown. Lists and watches go through
 the `KubeApi` seam (`list_page`, `watch`), so tests run them on
-kube.fake.FakeKube. Like the Go operator, a kind is watched only once a role
+kube.fakekube.FakeKube. Like the Go operator, a kind is watched only once a role
 has written an object of it through the proxy, honouring the owner watch's
 `watchDependentResources`, `blacklist` and `watchClusterScopedResources`; so
 kinds no role touched (Secrets, unless a role wrote Secrets) are never listed

@@ -6,7 +6,7 @@ renews (`renew`, one round per retry period), and `release` at shutdown.
 controller.sharding (membership, grouplease) builds on the same Lease record
 semantics: `ObservedLease`, `lease_object`, `now_micro`. API calls go through
 the `KubeApi` seam and readings of time through an injected `clocks.Clock`,
-so tests run it on kube.fake.FakeKube and a FakeClock.
+so tests run it on kube.fakekube.FakeKube and a FakeClock.
 
 The protocol is client-go's: one coordination.k8s.io/v1 Lease named by
 `--leader-election-id`; the holder renews it every `retry_period`; a candidate

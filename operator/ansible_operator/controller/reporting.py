@@ -6,7 +6,7 @@ when a reconcile stops before or instead of a run (a bad annotation, a run
 that could not be set up). The conditions come from status.transitions and
 are written with controller.statuswrite; Events go to an `EventSink`
 (observability.eventrecorder.EventRecorder in the operator,
-kube.fake.FakeEvents in tests). The Event reasons are listed in docs/observability.md.
+kube.fakekube.FakeEvents in tests). The Event reasons are listed in docs/observability.md.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ directory sweep) run on `FakeKube` in tests.
     patching     JSON patch and merge patch, as the API server applies them
     eventposter  the Event recorder's two calls (observability.eventrecorder)
     upstream     the API proxy's requests to the API server, as the operator; make_pool
-    fake         FakeKube, an in-memory KubeApi for tests (re-exports FakeEvents)
+    fakekube     FakeKube, an in-memory KubeApi for tests (re-exports FakeEvents)
     fakestore    FakeKube's objects, versions and write rules
     fakewatch    FakeKube's label selectors, event log and watch streams
     fakeevents   FakeEvents, an EventSink that records, for tests

@@ -1,6 +1,6 @@
 """`FakeEvents`: an EventSink that records what it is given, for tests of the reconciler.
 
-Where this sits: next to kube.fake.FakeKube (which re-exports it), for the
+Where this sits: next to kube.fakekube.FakeKube (which re-exports it), for the
 same tests: `Reconciler(kube=FakeKube(...), events=FakeEvents(), ...)`; the
 reconciler (through controller.reporting) records an Event when a run starts,
 succeeds or fails, and the test reads them back in order.

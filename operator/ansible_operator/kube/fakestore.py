@@ -1,10 +1,10 @@
-"""The state and the write rules of kube.fake.FakeKube's in-memory API server.
+"""The state and the write rules of kube.fakekube.FakeKube's in-memory API server.
 
-Used only by kube.fake: `FakeKube` records and injects calls, holds the
+Used only by kube.fakekube: `FakeKube` records and injects calls, holds the
 lock, and asks a `FakeStore` to do what the API server would: keep the
 objects by kind, namespace and name, number every write with one
 resourceVersion counter (as etcd's revision), apply the rules a write must
-follow (the module docstring of kube.fake lists them), log it for watches
+follow (the module docstring of kube.fakekube lists them), log it for watches
 (kube.fakewatch.EventLog) and page lists. Not thread-safe: the caller holds
 `FakeKube`'s lock, whose condition variable (`changed`) it notifies on
 every logged write.

@@ -1,6 +1,6 @@
-"""What kube.fake.FakeKube needs to serve lists and watches: selectors, an event log, streams.
+"""What kube.fakekube.FakeKube needs to serve lists and watches: selectors, an event log, streams.
 
-Used only by kube.fake (the in-memory API server for tests):
+Used only by kube.fakekube (the in-memory API server for tests):
 
 * `selector_matches`: the API's string form of label selectors (`a=b`,
   `a==b`, `a!=b`, `a in (b,c)`, `a notin (b,c)`, `a`, `!a`, comma-separated),

@@ -5,7 +5,7 @@ the reconcile path (reconciler, finalizers, status writes), leader election
 (controller.leader), shard membership and the group Lease
 (controller.sharding), the claims and takeover of sharded mode, the run
 directory sweep and the dependent watches (controller.dependents). Two
-implementations: kube.client.Kube talks to an API server; kube.fake.FakeKube
+implementations: kube.client.Kube talks to an API server; kube.fakekube.FakeKube
 keeps objects in memory for tests. Bodies are plain dicts (`JSON`): custom
 resources have no generated models.
 
@@ -127,7 +127,7 @@ class WatchStream(Protocol):
 
 
 class KubeApi(Protocol):
-    """The operator's calls to the API server; kube.client.Kube and kube.fake.FakeKube.
+    """The operator's calls to the API server; kube.client.Kube and kube.fakekube.FakeKube.
 
     Every method raises NotFound, Conflict, ApiError or errors.KubeUnavailable
     as the module docstring says.

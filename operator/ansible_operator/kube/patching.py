@@ -1,6 +1,6 @@
 """JSON merge patch (RFC 7386) and JSON patch (RFC 6902) on plain dicts, as the API server does.
 
-Used by kube.fake.FakeKube to apply the patches the operator sends
+Used by kube.fakekube.FakeKube to apply the patches the operator sends
 (controller.finalizers' JSON patches with a `test` of the resourceVersion,
 merge patches of metadata or status) to its in-memory objects. Errors are the
 API server's: a patch that cannot be applied, including a failed `test`, is

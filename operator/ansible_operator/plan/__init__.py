@@ -7,7 +7,7 @@ through the API proxy with a read-only token (proxy.readonly): every write
 reaches the API server as a server-side dry run, so even a module without
 check mode cannot change the cluster.
 
-    flags     the `plan` sub-command's flags; added by cli to every parse
+    planflags the `plan` sub-command's flags; added by cli to every parse
     command   the `plan` sub-command: input, output, exit code; imported by cli when it runs
     engine    one plan: the run in check mode through a read-only proxy; also the
               drift checks' planner (controller.driftchecks imports it)

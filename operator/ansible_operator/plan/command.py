@@ -1,6 +1,6 @@
 """`ansible-operator plan`: run a CR's role in check mode against a read-only proxy.
 
-Where it sits: cli.py adds the parser (plan/flags.py) and, only when `plan`
+Where it sits: cli.py adds the parser (plan/planflags.py) and, only when `plan`
 runs, imports this module and calls `run_plan(args)`. The flow, reusing the operator's own layers:
 
 1. config.watches loads watches.yaml; plan.target resolves the CR (a file,

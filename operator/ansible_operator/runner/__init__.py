@@ -15,5 +15,5 @@ Modules, in the order a run meets them:
     ptyreap         the end of a run without pexpect's fixed 0.1 s sleep
     sweep           finding and killing every process of a run
     lifeline        every run's processes die with the operator; its watchdog
-    fake            FakeRunner, the scripted Runner for tests of the layers above
+    fakerunner      FakeRunner, the scripted Runner for tests of the layers above
 """

@@ -9,7 +9,7 @@ What the controller makes of a `RunResult` (the Failure condition's text, the
 Events) is controller/reporting.py's. Two implementations ship with the package:
 
     runner.ansible.AnsibleRunner   runs ansible-runner in the calling thread
-    runner.fake.FakeRunner         scripted results, for tests of the layers above
+    runner.fakerunner.FakeRunner         scripted results, for tests of the layers above
 
 Both take and return the frozen dataclasses below, so the controller never sees an
 ansible-runner object.

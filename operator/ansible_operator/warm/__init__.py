@@ -37,17 +37,17 @@ Life of the part:
   real `ansible-playbook` script or the module payload as `__main__`, then exits like
   a fresh interpreter. The keeper reports the exit status; if the client vanishes
   (ansible-runner SIGKILLed it on cancel/timeout) it kills the whole subtree.
-* A playbook run child also installs azcache.py: the AnsiballZ payloads its workers
+* A playbook run child also installs payloadcache.py: the AnsiballZ payloads its workers
   build are shared with later runs through `<root>/.warm-<pid>/ansiballz/`, and used
-  only while every file they were built from is unchanged (aztrace.py records what a
-  build read; azentries.py writes, checks and evicts the entries).
+  only while every file they were built from is unchanged (payloadtrace.py records what a
+  build read; payloadentries.py writes, checks and evicts the entries).
 * At shutdown the manager calls `WarmServers.stop()`: the servers are terminated and
   the directory removed. A server whose parent (the operator) is gone exits by itself.
 
 Modules:
 
     supervisor   starts, restarts and stops the two servers; a run's environment
-    client       the thin clients: the ansible-playbook shim, the interpreter client
+    handoff      the thin clients: the ansible-playbook shim, the interpreter client
     protocol     the wire format between clients and servers; shared names
     pbserver     the playbook helper;  modserver  the module server
     forkserver   the fork-server core both servers share: keepers, run children
@@ -57,9 +57,9 @@ Modules:
     bootstrap    the servers' start-up steps; preimports  what they import, and why
     immortal     sealing imported objects before forking (PEP 683)
     malloc       glibc arenas of the operator and the servers
-    azcache      built AnsiballZ payloads shared across runs;  azentries  their
-                 entries;  aztrace  what a build read
-    routingmemo  ansible.builtin's routing file, parsed once
+    payloadcache      built AnsiballZ payloads shared across runs;  payloadentries  their
+                 entries;  payloadtrace  what a build read
+    routingprime  ansible.builtin's routing file, parsed once
 
 Processes: operator -> pbserver [-> primed child] / modserver -> keeper (one per
 request) -> run child

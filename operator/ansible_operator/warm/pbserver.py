@@ -10,7 +10,7 @@ the run's environment, cwd, stdio and TMPDIR (child.py).
 Only `preimports.PLAYBOOK_PREIMPORTS` is imported beforehand: nothing that imports
 `ansible.constants`, so every run reads its own ansible.cfg, ANSIBLE_* variables,
 roles path and verbosity. The server refuses to start otherwise. Besides imports it
-parses the collection routing files once (routingmemo.py), keyed by their content.
+parses the collection routing files once (routingprime.py), keyed by their content.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import NoReturn
 from ansible_operator.config import defaults
 from ansible_operator.errors import WarmStartError
 from ansible_operator.warm import (
-    azcache,
     bootstrap,
     child,
     configkey,
     forkserver,
+    payloadcache,
     primed,
-    routingmemo,
+    routingprime,
 )
 from ansible_operator.warm.preimports import PLAYBOOK_FORBIDDEN, PLAYBOOK_PREIMPORTS
 from ansible_operator.warm.protocol import Request
@@ -53,7 +53,7 @@ def _run_playbook(fds: list[int], request: Request, *, base_path: list[str]) -> 
     # configuration, the parsed play) goes out of the collector's reach first, so a
     # collection in the worker writes to none of those pages (copy-on-write).
     os.register_at_fork(before=gc.freeze)
-    azcache.install(os.environ)  # payloads shared across runs, hooked on Ansible's own import
+    payloadcache.install(os.environ)  # payloads shared across runs, hooked on Ansible's own import
     sys.argv = [request.argv0, *request.argv]
     with open(script, "rb") as handle:
         # dont_inherit: our own `from __future__` imports must not leak into it.
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         )
     except WarmStartError as error:
         sys.exit(f"warm playbook helper: {error}")
-    routingmemo.prime()  # ansible.builtin's routing file: parsed here, not in every run
+    routingprime.prime()  # ansible.builtin's routing file: parsed here, not in every run
     base_path = started.base_path
 
     def run_child(fds: list[int], request: Request) -> NoReturn:

@@ -16,7 +16,7 @@ a dead operator's directory is removed by the next one to start):
     module.sock            modserver's socket (0600)   instead when the path is too long
                                                         for a Unix socket (108 bytes)
     playbook.log, module.log   the servers' stderr (start-up failures end up here)
-    ansiballz/             built AnsiballZ payloads that warm runs share (azcache.py;
+    ansiballz/             built AnsiballZ payloads that warm runs share (payloadcache.py;
                            0700, entries 0600)
 
 A server that died is restarted by the next `run_env()` call, without waiting (and at
@@ -59,10 +59,10 @@ log = logging.getLogger(__name__)
 _SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes: stay clear of the limit
 _DIR_PREFIX = ".warm-"
 _SHIM = """#!{python} -IS
-# Written by ansible-operator (warm Ansible); see ansible_operator/warm/client.py.
+# Written by ansible-operator (warm Ansible); see ansible_operator/warm/handoff.py.
 import sys
 sys.path.append({package_parent!r})
-from ansible_operator.warm.client import {entry}
+from ansible_operator.warm.handoff import {entry}
 {entry}(real={real!r})
 """
 
@@ -259,7 +259,7 @@ class WarmServers:
         self.bin_dir.mkdir(mode=0o700, parents=True)
         self.ansiballz_dir.mkdir(mode=0o700)
         os.chmod(self.directory, 0o700)
-        os.chmod(self.ansiballz_dir, 0o700)  # azcache.install() refuses anything else
+        os.chmod(self.ansiballz_dir, 0o700)  # payloadcache.install() refuses anything else
         if len(os.fsencode(self.directory / "playbook.sock")) >= _SUN_PATH_MAX:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="ao-warm-"))  # 0700
         package_parent = str(Path(ansible_operator.__file__).resolve().parent.parent)

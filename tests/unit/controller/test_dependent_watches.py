@@ -18,7 +18,7 @@ from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.contract import Key
 from ansible_operator.controller.dependents import DependentWatches
 from ansible_operator.controller.queue import WorkQueue
-from ansible_operator.kube.fake import FakeKube
+from ansible_operator.kube.fakekube import FakeKube
 from ansible_operator.kube.kubeapi import ResourceInfo
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import Touch

@@ -20,9 +20,9 @@ from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.watching import PrimaryWatch
 from ansible_operator.errors import KubeUnavailable
 from ansible_operator.kube.client import ResourceInfo
-from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.kube.fakekube import FakeEvents, FakeKube
 from ansible_operator.plan.engine import Findings
-from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.fakerunner import FakeRunner
 from tests.unit.controller.test_queue import Recorder
 from tests.unit.controller.test_reconcile_path import FINALIZER, NAME, NS, WIDGETS, World
 from tests.unit.controller.test_reconcile_path import world as world  # noqa: PLC0414

@@ -16,7 +16,7 @@ import pytest
 from ansible_operator.clocks import FakeClock
 from ansible_operator.controller.leader import LEASES, ElectionConfig, LeaderElector
 from ansible_operator.errors import Conflict, KubeUnavailable
-from ansible_operator.kube.fake import FakeKube
+from ansible_operator.kube.fakekube import FakeKube
 
 NS, NAME = "ns", "my-operator-lock"
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0

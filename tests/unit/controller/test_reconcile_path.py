@@ -27,14 +27,14 @@ from ansible_operator.controller.reconciler import Reconciler, RunFailed
 from ansible_operator.controller.workers import WorkerPool
 from ansible_operator.errors import Conflict, InvalidResource, Permanent, RetryLater, RunSetupError
 from ansible_operator.kube.client import ResourceInfo
-from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.kube.fakekube import FakeEvents, FakeKube
 from ansible_operator.launch import request as request_module
 from ansible_operator.launch.access import RunAccess
 from ansible_operator.launch.request import RunSettings
 from ansible_operator.proxy import RunCredentials
 from ansible_operator.runner.ansible import AnsibleRunner
 from ansible_operator.runner.base import Runner, RunOutcome, RunRequest, RunResult
-from ansible_operator.runner.fake import FakeRunner, Script
+from ansible_operator.runner.fakerunner import FakeRunner, Script
 from tests.unit.controller.test_workers import settle, tick, wait_until
 
 WIDGETS = ResourceInfo(

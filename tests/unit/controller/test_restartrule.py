@@ -13,7 +13,7 @@ from ansible_operator.controller.contract import Key
 from ansible_operator.controller.queue import Priority, WorkQueue
 from ansible_operator.controller.restartrule import DIGEST_KEY, RestartRule
 from ansible_operator.controller.watching import PrimaryWatch
-from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.fakerunner import FakeRunner
 from tests.unit.controller.test_queue import FakeClock
 from tests.unit.controller.test_reconcile_path import NAME, NS, WIDGETS, World, key_of
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from ansible_operator.config.watches import GVK, Watch
 from ansible_operator.controller.rundirsweep import remove_gone
 from ansible_operator.kube.client import ResourceInfo
-from ansible_operator.kube.fake import FakeKube
+from ansible_operator.kube.fakekube import FakeKube
 from ansible_operator.runner import privatedir, scratch
 
 RES = ResourceInfo(

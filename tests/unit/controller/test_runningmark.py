@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.fakerunner import FakeRunner
 from tests.unit.controller.test_reconcile_path import World, key_of
 from tests.unit.controller.test_workers import wait_until
 

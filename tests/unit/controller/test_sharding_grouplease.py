@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible_operator.clocks import FakeClock
 from ansible_operator.controller.leader import LEASES, ElectionConfig, LeaderElector
 from ansible_operator.controller.sharding.grouplease import GroupLease
-from ansible_operator.kube.fake import FakeKube
+from ansible_operator.kube.fakekube import FakeKube
 
 NS, GROUP = "ns", "my-operator"
 

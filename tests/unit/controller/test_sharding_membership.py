@@ -19,7 +19,7 @@ from ansible_operator.controller.sharding.membership import (
     MembershipConfig,
 )
 from ansible_operator.errors import KubeUnavailable
-from ansible_operator.kube.fake import FakeKube
+from ansible_operator.kube.fakekube import FakeKube
 
 NS, GROUP = "ns", "my-operator"
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0

@@ -9,7 +9,7 @@ from typing import Any
 from ansible_operator.controller.queue import WorkQueue
 from ansible_operator.controller.watchbodies import WatchBodies
 from ansible_operator.controller.watching import PrimaryWatch
-from ansible_operator.runner.fake import FakeRunner
+from ansible_operator.runner.fakerunner import FakeRunner
 from tests.unit.controller.test_reconcile_path import NAME, NS, WIDGETS, World, key_of
 
 

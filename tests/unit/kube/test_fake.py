@@ -15,7 +15,7 @@ import pytest
 from ansible_operator.controller import finalizers
 from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
 from ansible_operator.kube.client import JSON_PATCH, KubeApi, ResourceInfo
-from ansible_operator.kube.fake import Call, FakeEvents, FakeKube
+from ansible_operator.kube.fakekube import Call, FakeEvents, FakeKube
 from ansible_operator.observability.eventrecorder import ObjectRef
 
 RES = ResourceInfo(

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_operator.clocks import FakeClock
 from ansible_operator.errors import ApiError, Conflict, KubeUnavailable, NotFound
-from ansible_operator.kube.fake import Call, FakeKube
+from ansible_operator.kube.fakekube import Call, FakeKube
 from ansible_operator.kube.fakewatch import selector_matches
 from ansible_operator.kube.kubeapi import ResourceInfo, WatchEvent, is_gone
 

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_operator.compat.notices import RunNotes
 from ansible_operator.kube.client import ResourceInfo
-from ansible_operator.kube.fake import FakeEvents, FakeKube
+from ansible_operator.kube.fakekube import FakeEvents, FakeKube
 from ansible_operator.proxy.credentials import Owner
 from ansible_operator.proxy.ownership import RequestInfo, parse_request
 from ansible_operator.proxy.screen import RECREATE_REFUSED, screen

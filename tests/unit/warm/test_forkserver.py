@@ -1,7 +1,7 @@
 """The fork-server core, the protocol and the thin client, with a command-running server.
 
 A real server process (tests/unit/warm/cmd_server.py, built on warm.forkserver and
-warm.child) and real client processes (warm.client.run): exit codes, signals, stdio,
+warm.child) and real client processes (warm.handoff.run): exit codes, signals, stdio,
 environment and cwd pass through; a SIGKILLed client takes its whole run with it; an
 unreachable server means the client execs the real program.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_operator.warm.client import _WAITER
+from ansible_operator.warm.handoff import _WAITER
 from ansible_operator.warm.protocol import (
     HELPER_DIED_EXIT,
     HELPER_DIED_MESSAGE,
@@ -35,7 +35,7 @@ from testbed.probes import wait_until
 REPO = Path(__file__).resolve().parents[3]
 SOCKET_ENV = "TEST_WARM_SOCKET"
 CLIENT = (
-    "import sys; from ansible_operator.warm.client import run; "
+    "import sys; from ansible_operator.warm.handoff import run; "
     f"run(socket_env={SOCKET_ENV!r}, real='/bin/echo', argv=sys.argv[1:])"
 )
 

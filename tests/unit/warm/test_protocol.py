@@ -41,7 +41,7 @@ def test_a_client_loads_no_heavy_module() -> None:
     # The clients start once per run and once per module task, under `python -IS`.
     code = (
         f"import sys; sys.path.append({str(OPERATOR)!r}); "
-        "import ansible_operator.warm.client; "
+        "import ansible_operator.warm.handoff; "
         "heavy = {'enum', 'json', 'socket', 'signal', 'typing', 'dataclasses', 're', "
         "'contextlib', 'array', 'selectors', 'collections'}; "
         "print(sorted(heavy & set(sys.modules)))"

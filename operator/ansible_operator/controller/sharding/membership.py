@@ -4,7 +4,7 @@ Called by controller.sharding.shard, from its membership thread (one round
 every retry period: `renew`, `refresh`), from the reconcile gate and the
 takeover thread (`valid`, `is_live`), and at start and stop (`join`,
 `leave`). API calls go through the `KubeApi` seam and readings of time
-through an injected `clocks.Clock`, so tests run it on kube.fake.FakeKube
+through an injected `clocks.Clock`, so tests run it on kube.fakekube.FakeKube
 and a FakeClock.
 
 Each replica holds a coordination.k8s.io/v1 Lease of its own, named by its

@@ -1,11 +1,11 @@
 """Entries of the shared AnsiballZ payload directory: their file format, when one is
 still valid, how one is written, and which ones are evicted.
 
-Where this sits: below azcache.py, whose `Cache` (in an Ansible worker of a warm run)
+Where this sits: below payloadcache.py, whose `Cache` (in an Ansible worker of a warm run)
 calls `entry_payload()` before a build to use an entry, and after a build it traced
-(aztrace.py) calls `unverified_member()`, `records()`, `changed_since()`, `publish()`
+(payloadtrace.py) calls `unverified_member()`, `records()`, `changed_since()`, `publish()`
 and `evict()` to share it. Nothing here imports Ansible; reasons come back as short
-strings that azcache puts in its notes.
+strings that payloadcache puts in its notes.
 
 An entry is one file `<cache dir>/<key>`: `FORMAT`, a one-line JSON manifest (the
 name of ansible's local cache file, the payload's SHA-256, the records), a newline,
@@ -44,7 +44,7 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_operator.warm.aztrace import Trace
+from ansible_operator.warm.payloadtrace import Trace
 
 __all__ = [
     "FORMAT",
@@ -61,7 +61,7 @@ __all__ = [
     "write_whole",
 ]
 
-FORMAT = b"ao-azcache-1\n"
+FORMAT = b"ao-payloadcache-1\n"
 """The first line of every entry; part of every key, so a new format starts afresh."""
 _STALE_TEMP_SECONDS = 300.0  # a temp file this old belongs to a writer that died
 _SYNTHETIC = frozenset({"ansible/__init__.py", "ansible/module_utils/__init__.py"})

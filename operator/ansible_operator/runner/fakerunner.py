@@ -13,7 +13,7 @@ until released, to test concurrency, shutdown and cancellation.
 
 Script `errors.RunSetupError(...)` for a run that cannot be set up, and
 `FakeRunner.timed_out()` for one killed by its timeout. With
-kube.fake.FakeKube the whole reconcile path runs in memory
+kube.fakekube.FakeKube the whole reconcile path runs in memory
 (tests/unit/controller/test_reconcile_path.py shows how).
 """
 

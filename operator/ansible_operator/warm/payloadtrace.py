@@ -1,10 +1,10 @@
-"""What one AnsiballZ payload build read, listed and looked up, for azcache.py.
+"""What one AnsiballZ payload build read, listed and looked up, for payloadcache.py.
 
-Where this sits: azcache.Cache.patch() wraps the `_find_module` of module_common's
+Where this sits: payloadcache.Cache.patch() wraps the `_find_module` of module_common's
 two module_utils locator classes with `recording_find_module()`, once, when
-ansible-playbook imports module_common in a warm run child. azcache's
+ansible-playbook imports module_common in a warm run child. payloadcache's
 `find_module_utils` then brackets each build it may share with `start()` and
-`stop()`, in an Ansible worker process; azentries.records() turns the finished
+`stop()`, in an Ansible worker process; payloadentries.records() turns the finished
 `Trace` into an entry's manifest.
 
 How: a `sys.addaudithook` hook (added by the first `start()` in a process: audit

@@ -1,7 +1,7 @@
-"""warm/azcache.py (with aztrace.py, azentries.py): payloads shared across runs, and every
+"""warm/payloadcache.py (with payloadtrace.py, payloadentries.py): payloads shared across runs, and every
 change that must end a share.
 
-Each "run" is a fresh interpreter (azcache_driver.py) that builds one module's payload
+Each "run" is a fresh interpreter (payloadcache_driver.py) that builds one module's payload
 with ansible-core's real module_common, with the cache installed as the playbook
 helper installs it. A custom collection and module_utils roots in a temp dir stand in
 for a project; the second run after a change must build again (a miss) and its payload
@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 
 from ansible_operator.config import defaults
-from ansible_operator.warm import azcache, azentries
+from ansible_operator.warm import payloadcache, payloadentries
 from ansible_operator.warm.protocol import ANSIBALLZ_CACHE_ENTRIES_ENV, ANSIBALLZ_CACHE_ENV
 from ansible_operator.warm.supervisor import WarmServers
 
 REPO = Path(__file__).resolve().parents[3]
-DRIVER = Path(__file__).with_name("azcache_driver.py")
+DRIVER = Path(__file__).with_name("payloadcache_driver.py")
 FQN = "ansible_collections.aotest.cache.plugins.modules.probe"
 VALUE_MEMBER = "ansible_collections/aotest/cache/plugins/module_utils/value.py"
 MODULE_MEMBER = "ansible_collections/aotest/cache/plugins/modules/probe.py"
@@ -120,7 +120,7 @@ class Project:
         assert proc.returncode == 0, stderr
         document = json.loads(stdout)
         assert document["hooked"], "module_common was not patched"
-        prefix = "ao-warm azcache: "
+        prefix = "ao-warm payloadcache: "
         notes = [line[len(prefix) :] for line in stderr.splitlines() if line.startswith(prefix)]
         return Run(notes=notes, members=document["members"])
 
@@ -292,7 +292,7 @@ def read_notes_until(proc: subprocess.Popen[str], note: str) -> list[str]:
     seen: list[str] = []
     for line in proc.stderr:
         seen.append(line)
-        if line.strip() == f"ao-warm azcache: {note}":
+        if line.strip() == f"ao-warm payloadcache: {note}":
             return seen
     raise AssertionError(f"the run ended without noting {note!r}: {''.join(seen)}")
 
@@ -364,7 +364,7 @@ def test_a_payload_built_right_after_a_change_is_not_shared(project: Project) ->
     # same timestamp tick would go unnoticed, so this build is not shared (yet). The
     # window is widened from RACY_SECONDS (1 s) so that a loaded machine, where the
     # driver starts more than a second after the fixture was written, tests the same.
-    assert azcache.RACY_SECONDS > 0
+    assert payloadcache.RACY_SECONDS > 0
     run = project.run(racy_seconds=60.0)
     assert any(note.endswith("changed moments ago)") for note in run.notes), run.notes
     assert project.entries() == []
@@ -374,10 +374,10 @@ def test_the_playbook_helper_still_never_imports_ansible_constants() -> None:
     # pbserver imports this module at start-up and each run child installs it.
     code = (
         "import os, sys\n"
-        "from ansible_operator.warm import azcache, pbserver\n"
+        "from ansible_operator.warm import payloadcache, pbserver\n"
         "cache_dir = os.path.join(sys.argv[1], 'c')\n"
         "os.mkdir(cache_dir, 0o700)\n"
-        "assert azcache.install({'AO_WARM_ANSIBALLZ_CACHE': cache_dir}) is not None\n"
+        "assert payloadcache.install({'AO_WARM_ANSIBALLZ_CACHE': cache_dir}) is not None\n"
         "print(sorted(n for n in sys.modules if n.startswith('ansible.')))\n"
     )
     with tempfile.TemporaryDirectory() as scratch:
@@ -391,7 +391,7 @@ def test_the_playbook_helper_still_never_imports_ansible_constants() -> None:
         )
     loaded = proc.stdout
     assert "'ansible.constants'" not in loaded
-    assert f"'{azcache.TARGET}'" not in loaded
+    assert f"'{payloadcache.TARGET}'" not in loaded
 
 
 def test_the_supervisor_hands_warm_runs_a_private_cache_directory(tmp_path: Path) -> None:
@@ -416,7 +416,7 @@ def test_eviction_keeps_the_most_recently_used_entries(tmp_path: Path) -> None:
     (tmp_path / ".e0.123").write_bytes(b"")  # a writer that died long ago
     os.utime(tmp_path / ".e0.123", (now - 3600, now - 3600))
     (tmp_path / ".e5.456").write_bytes(b"")  # a writer at work
-    azentries.evict(str(tmp_path), max_entries=2)
+    payloadentries.evict(str(tmp_path), max_entries=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".e5.456", "e3", "e4"]
 
 
@@ -436,15 +436,15 @@ def test_install_leaves_ansible_alone_when_the_directory_or_limit_is_wrong(
     cache_dir.chmod(mode)
     before = list(sys.meta_path)
     env = {ANSIBALLZ_CACHE_ENV: str(cache_dir), ANSIBALLZ_CACHE_ENTRIES_ENV: entries}
-    assert azcache.install(env) is None
-    assert azcache.install({}) is None
+    assert payloadcache.install(env) is None
+    assert payloadcache.install({}) is None
     assert sys.meta_path == before
 
 
 def test_signature_sees_absence_and_rewrites(tmp_path: Path) -> None:
     path = tmp_path / "f"
-    assert azentries.signature(str(path)) is None
+    assert payloadentries.signature(str(path)) is None
     path.write_text("a")
-    first = azentries.signature(str(path))
+    first = payloadentries.signature(str(path))
     edit_keeping_size_and_mtime(path, "a", "b")
-    assert azentries.signature(str(path)) not in (None, first)
+    assert payloadentries.signature(str(path)) not in (None, first)

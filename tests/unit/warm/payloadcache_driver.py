@@ -1,8 +1,8 @@
-"""One "run" for test_azcache.py: a fresh interpreter that builds one module's payload
-with ansible-core's real `module_common`, with warm/azcache.py installed the way the
+"""One "run" for test_payloadcache.py: a fresh interpreter that builds one module's payload
+with ansible-core's real `module_common`, with warm/payloadcache.py installed the way the
 playbook helper installs it (before Ansible imports module_common).
 
-Usage: python azcache_driver.py '<json settings>'. Prints a JSON document:
+Usage: python payloadcache_driver.py '<json settings>'. Prints a JSON document:
 `{"hooked": bool, "members": {zip member: text}}` for the members outside ansible/
 and those named in `show`; the cache's notes (AO_WARM_DEBUG) go to stderr.
 """
@@ -29,14 +29,14 @@ def main() -> None:
 
     # Imports in this order on purpose: the cache is installed before Ansible loads
     # its configuration and module_common, as in the playbook helper's run child.
-    from ansible_operator.warm import azcache  # noqa: PLC0415
+    from ansible_operator.warm import payloadcache  # noqa: PLC0415
 
-    azcache.RACY_SECONDS = settings.get("racy_seconds", 0.0)
+    payloadcache.RACY_SECONDS = settings.get("racy_seconds", 0.0)
     if "build_wait_seconds" in settings:
-        azcache.BUILD_WAIT_SECONDS = settings["build_wait_seconds"]
-    cache = azcache.install(os.environ)
+        payloadcache.BUILD_WAIT_SECONDS = settings["build_wait_seconds"]
+    cache = payloadcache.install(os.environ)
     assert cache is not None, "the cache did not install"
-    assert azcache.TARGET not in sys.modules, "module_common was imported too early"
+    assert payloadcache.TARGET not in sys.modules, "module_common was imported too early"
 
     from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
     from ansible.plugins.loader import init_plugin_loader, module_utils_loader  # noqa: PLC0415

@@ -10,8 +10,8 @@ nothing that imports `ansible.constants` is imported here: when the CLI itself i
 `ansible.executor.module_common`, in its own start-up order, the hook wraps that
 module's `_find_module_utils` (which builds a Python module's payload) and its two
 module_utils locators. The wrapper then runs in Ansible's worker processes (forked
-from the run child), once per module task. Below this module: aztrace.py (what a
-build read and looked up) and azentries.py (the entries: format, validity, atomic
+from the run child), once per module task. Below this module: payloadtrace.py (what a
+build read and looked up) and payloadentries.py (the entries: format, validity, atomic
 writes, eviction).
 
 Why: ansible-core keeps a built payload only in the per-process
@@ -27,7 +27,7 @@ code finds it ("using cached module") and builds the per-task wrapper (arguments
 interpreter) as usual. Else take the entry's build lock (runs that miss together
 wait for the first, then use its entry), call the original while tracing what it reads, and
 publish the file it wrote: only when every non-empty zip member is a file the build
-read and no record changed in the last `RACY_SECONDS` (azentries.py says why an
+read and no record changed in the last `RACY_SECONDS` (payloadentries.py says why an
 entry stays sound). Role or playbook `library/` modules (`ansible.legacy.*`:
 ansible's cache aliases them by name) and payloads with AnsiballZ extensions
 (debugger, coverage) are never shared. Any error falls back to Ansible's own
@@ -51,8 +51,8 @@ from types import ModuleType
 from typing import Any, NamedTuple
 
 from ansible_operator.config import defaults
-from ansible_operator.warm import azentries, aztrace
-from ansible_operator.warm.azentries import short
+from ansible_operator.warm import payloadentries, payloadtrace
+from ansible_operator.warm.payloadentries import short
 from ansible_operator.warm.protocol import ANSIBALLZ_CACHE_ENTRIES_ENV, ANSIBALLZ_CACHE_ENV
 
 __all__ = ["RACY_SECONDS", "Cache", "install"]
@@ -101,8 +101,8 @@ class Cache:
                 return True
             legacy = module.LegacyModuleUtilLocator
             collection = module.CollectionModuleUtilLocator
-            legacy_find = aztrace.recording_find_module(legacy, "legacy")
-            collection_find = aztrace.recording_find_module(collection, "collection")
+            legacy_find = payloadtrace.recording_find_module(legacy, "legacy")
+            collection_find = payloadtrace.recording_find_module(collection, "collection")
         except Exception as error:
             self._note("off", "hook", repr(error))
             return False
@@ -133,11 +133,11 @@ class Cache:
         with self._build_turn(plan) as waited:
             if waited and self._restore(module, plan):
                 return original(**kwargs)
-            trace = aztrace.start()
+            trace = payloadtrace.start()
             try:
                 result = original(**kwargs)
             finally:
-                aztrace.stop()
+                payloadtrace.stop()
             if trace is not None:
                 self._publish(module, plan, trace)
             return result
@@ -214,7 +214,7 @@ class Cache:
         coll_roots = [str(p) for p in config.collection_paths]
         coll_roots = [p for p in coll_roots if os.path.isdir(f"{p}/ansible_collections")]
         material = [
-            azentries.FORMAT.decode(),
+            payloadentries.FORMAT.decode(),
             str(module.__version__),
             str(module.__file__),
             sys.executable,
@@ -236,7 +236,7 @@ class Cache:
     def _restore(self, module: ModuleType, plan: _Plan) -> bool:
         """Copy a valid entry to ansible's local cache file; False on a miss."""
         try:
-            blob = azentries.read(plan.entry)
+            blob = payloadentries.read(plan.entry)
         except FileNotFoundError:
             self._note("miss", plan.fqn)
             return False
@@ -245,13 +245,13 @@ class Cache:
             return False
         try:
             name = os.path.basename(plan.local)
-            payload, why_not = azentries.entry_payload(blob, name, module._CachedModule)
+            payload, why_not = payloadentries.entry_payload(blob, name, module._CachedModule)
             if why_not:
                 self._note("miss", plan.fqn, why_not)
                 return False
             os.makedirs(os.path.dirname(plan.local), exist_ok=True)
             # ansible only ever sees a whole file
-            azentries.write_whole(plan.local, payload, f"{plan.local}.ao-part-{os.getpid()}")
+            payloadentries.write_whole(plan.local, payload, f"{plan.local}.ao-part-{os.getpid()}")
             os.utime(plan.entry)  # most recently used: evicted last
         except Exception as error:
             self._note("miss", plan.fqn, repr(error))
@@ -259,7 +259,7 @@ class Cache:
         self._note("hit", plan.fqn)
         return True
 
-    def _publish(self, module: ModuleType, plan: _Plan, trace: aztrace.Trace) -> None:
+    def _publish(self, module: ModuleType, plan: _Plan, trace: payloadtrace.Trace) -> None:
         try:
             why_not = self._publish_or_why_not(module, plan, trace)
         except Exception as error:
@@ -269,31 +269,33 @@ class Cache:
         else:
             self._note("shared", plan.fqn)
 
-    def _publish_or_why_not(self, module: ModuleType, plan: _Plan, trace: aztrace.Trace) -> str:
+    def _publish_or_why_not(
+        self, module: ModuleType, plan: _Plan, trace: payloadtrace.Trace
+    ) -> str:
         if trace.broken:
             return "the build could not be traced"
         try:
-            payload = azentries.read(plan.local)
+            payload = payloadentries.read(plan.local)
         except FileNotFoundError:
             return "ansible wrote no payload"
         cached = pickle.loads(payload)  # noqa: S301 - the file ansible just wrote
-        unverified = azentries.unverified_member(cached.zip_data, plan.fqn, trace.reads)
+        unverified = payloadentries.unverified_member(cached.zip_data, plan.fqn, trace.reads)
         if unverified:
             return f"{short(unverified)} is not a file the build read"
-        records = azentries.records(trace, plan.collection_roots, str(module.__file__))
-        recent = azentries.changed_since(records, trace.started_ns - int(RACY_SECONDS * 1e9))
+        records = payloadentries.records(trace, plan.collection_roots, str(module.__file__))
+        recent = payloadentries.changed_since(records, trace.started_ns - int(RACY_SECONDS * 1e9))
         if recent is not None:
             return f"{short(recent)} changed moments ago"
         name = os.path.basename(plan.local)
-        azentries.publish(self.directory, plan.key, name, payload, records)
-        azentries.evict(self.directory, self.max_entries)
+        payloadentries.publish(self.directory, plan.key, name, payload, records)
+        payloadentries.evict(self.directory, self.max_entries)
         return ""
 
     def _note(self, event: str, subject: str, reason: str = "") -> None:
         """One line on stderr with AO_WARM_DEBUG. In a worker that is a StringIO which
         Ansible shows as a warning, cut at 256 characters: hence short paths."""
         if self.debug:
-            text = f"ao-warm azcache: {event}: {subject}" + (f" ({reason})" if reason else "")
+            text = f"ao-warm payloadcache: {event}: {subject}" + (f" ({reason})" if reason else "")
             try:  # noqa: SIM105 - a note must never fail the run
                 print(text, file=sys.stderr, flush=True)
             except Exception:  # noqa: S110 - nowhere left to report it

@@ -1,7 +1,7 @@
 """`FakeKube`: an in-memory API server behind the `KubeApi` seam (kube.kubeapi), for tests.
 
 Where this sits: shipped in the package (as httpx ships MockTransport and
-runner.fake ships FakeRunner) so tests of the controller - ours and users' -
+runner.fakerunner ships FakeRunner) so tests of the controller - ours and users' -
 run with no cluster: the reconciler, leader election, shard membership and
 dependent watches all take a `KubeApi`::
 
