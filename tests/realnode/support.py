@@ -62,12 +62,16 @@ def run_pod(
     env: dict[str, str] | None = None,
     timeout: float = 180,
 ) -> str:
-    """Run a one-shot pod to completion; return its log. Fails with the log if it fails."""
+    """Run a one-shot pod to completion; return its log. Fails with the log if it fails.
+
+    `name` is a prefix: the proofs share one namespace, and two of them may run
+    a client pod for the same purpose (e.g. "write").
+    """
     core = client.CoreV1Api(api)
-    core.create_namespaced_pod(
+    created = core.create_namespaced_pod(
         namespace,
         client.V1Pod(
-            metadata=client.V1ObjectMeta(name=name),
+            metadata=client.V1ObjectMeta(generate_name=f"{name}-"),
             spec=client.V1PodSpec(
                 restart_policy="Never",
                 containers=[
@@ -81,6 +85,7 @@ def run_pod(
             ),
         ),
     )
+    name = created.metadata.name
     wait(
         f"pod {name} finished",
         lambda: pod_phase(api, namespace, name) in {"Succeeded", "Failed"},
