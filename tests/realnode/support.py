@@ -60,6 +60,7 @@ def run_pod(
     command: list[str],
     *,
     env: dict[str, str] | None = None,
+    claims: dict[str, str] | None = None,
     timeout: float = 180,
 ) -> str:
     """Run a one-shot pod to completion; return its log. Fails with the log if it fails.
@@ -80,7 +81,21 @@ def run_pod(
                         image=image,
                         command=command,
                         env=[client.V1EnvVar(name=k, value=v) for k, v in (env or {}).items()],
+                        volume_mounts=[
+                            client.V1VolumeMount(name=f"v{i}", mount_path=path)
+                            for i, path in enumerate(claims or {})
+                        ],
                     )
+                ],
+                # `claims`: mount path -> PersistentVolumeClaim name
+                volumes=[
+                    client.V1Volume(
+                        name=f"v{i}",
+                        persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                            claim_name=claim
+                        ),
+                    )
+                    for i, claim in enumerate((claims or {}).values())
                 ],
             ),
         ),

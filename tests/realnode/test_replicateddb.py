@@ -17,7 +17,7 @@ from kubernetes import client
 
 from tests.e2e.harness import OperatorProcess
 from tests.examples.test_examples import GROUP, VERSION, pod_ready_since, reconciled, ts
-from tests.realnode.support import KUBECTL, kubectl, psql, wait
+from tests.realnode.support import KUBECTL, kubectl, psql, run_pod, wait
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.realnode]
 
@@ -148,10 +148,10 @@ def _backup_of_the_primary(api: Any, kubeconfig: Path, ns: str) -> None:
     )
     # The dump holds the table (pg_restore --list reads the archive's catalogue).
     pod = f"{RDB}-primary-0"
-    listing = kubectl(kubeconfig, "-n", ns, "run", "list-dump", "--rm", "-i", "--restart=Never",
-                      "--image=testbed.local/postgresql:15", "--overrides",
-                      '{"spec":{"volumes":[{"name":"d","persistentVolumeClaim":{"claimName":"books-dumps"}}],'
-                      '"containers":[{"name":"list-dump","image":"testbed.local/postgresql:15",'
-                      '"command":["pg_restore","--list","/d/books-now.dump"],'
-                      '"volumeMounts":[{"name":"d","mountPath":"/d"}]}]}}')  # fmt: skip
+    # A one-shot pod read after it ended: `kubectl run --rm -i` can miss the output
+    # of a container that finishes before it attaches.
+    listing = run_pod(
+        api, ns, "list-dump", "testbed.local/postgresql:15",
+        ["pg_restore", "--list", "/d/books-now.dump"], claims={"/d": "books-dumps"},
+    )  # fmt: skip
     assert "TABLE public shelf" in listing, (pod, listing)
