@@ -48,6 +48,32 @@ def rn_namespace(api_client: Any, real_node: dict[str, object]) -> Iterator[str]
     core.delete_namespace(name, propagation_policy="Background")
 
 
+def start_operator(
+    api_client: Any,
+    kubeconfig: Path,
+    namespace: str,
+    workdir: Path,
+    *,
+    project: Path,
+    name: str,
+) -> OperatorProcess:
+    """A real operator run from `project` (its crds/ applied), watching `namespace`,
+    its RELATED_IMAGE_* naming the testbed's images."""
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((project / "crds").glob("*.yaml"))]
+    apply_crds(api_client, docs, what=name)
+    env = {"WATCH_NAMESPACE": namespace, **RELATED_IMAGES}
+    if (ROOT / "collections").is_dir():  # operator_sdk.util, for k8s_status
+        env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "collections")
+    return OperatorProcess(
+        kubeconfig=kubeconfig,
+        workdir=workdir,
+        env=env,
+        args=[f"--proxy-port={free_port()}"],
+        name=name,
+        cwd=project,
+    ).start()
+
+
 @pytest.fixture(scope="package")
 def rn_operator(
     api_client: Any,
@@ -55,18 +81,9 @@ def rn_operator(
     rn_namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "crds").glob("*.yaml"))]
-    apply_crds(api_client, docs, what="example")
-    env = {"WATCH_NAMESPACE": rn_namespace, **RELATED_IMAGES}
-    if (ROOT / "collections").is_dir():  # operator_sdk.util, for k8s_status
-        env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "collections")
-    proc = OperatorProcess(
-        kubeconfig=kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("realnode"),
-        env=env,
-        args=[f"--proxy-port={free_port()}"],
-        name="realnode",
-        cwd=ROOT,
-    ).start()
+    proc = start_operator(
+        api_client, kubeconfig_path, rn_namespace, tmp_path_factory.mktemp("realnode"),
+        project=ROOT, name="realnode",
+    )  # fmt: skip
     yield proc
     proc.stop()

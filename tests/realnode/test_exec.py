@@ -15,13 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from testbed.probes import wait_until
-from tests.e2e.harness import OperatorProcess, apply_crds, condition, free_port, get_cr
-from tests.realnode.conftest import ROOT
-from tests.realnode.support import RELATED_IMAGES
+from tests.e2e.harness import OperatorProcess, condition, get_cr
+from tests.realnode.conftest import start_operator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.realnode]
 
@@ -36,19 +34,10 @@ def podwork_operator(
     rn_namespace: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
-    docs = [yaml.safe_load(p.read_text()) for p in sorted((PROJECT / "crds").glob("*.yaml"))]
-    apply_crds(api_client, docs, what="podwork")
-    env = {"WATCH_NAMESPACE": rn_namespace, **RELATED_IMAGES}
-    if (ROOT / "collections").is_dir():  # operator_sdk.util, for k8s_status
-        env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / "collections")
-    proc = OperatorProcess(
-        kubeconfig=kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("podwork"),
-        env=env,
-        args=[f"--proxy-port={free_port()}"],
-        name="podwork",
-        cwd=PROJECT,
-    ).start()
+    proc = start_operator(
+        api_client, kubeconfig_path, rn_namespace, tmp_path_factory.mktemp("podwork"),
+        project=PROJECT, name="podwork",
+    )  # fmt: skip
     yield proc
     proc.stop()
 
